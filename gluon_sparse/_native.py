@@ -1,0 +1,90 @@
+"""Locate and load gluon-sparse's native libraries.
+
+``libgluon_sparse_ops.so`` is an MXNet operator library (loaded once with
+``mx.library.load``); ``libgluon_sparse_io.so`` is a plain C library (loaded
+with ctypes). Both are compiled by ``pip install`` (see setup.py). Every
+failure here is turned into an ImportError/RuntimeError that says how to fix
+it, since a library built for another MXNet could otherwise crash the process.
+"""
+import ctypes
+import logging
+import os
+import threading
+
+logger = logging.getLogger(__name__)
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+OPS_LIBRARY = os.path.join(LIB_DIR, "libgluon_sparse_ops.so")
+IO_LIBRARY = os.path.join(LIB_DIR, "libgluon_sparse_io.so")
+
+_REBUILD_HINT = (
+    "Rebuild it: `pip install --force-reinstall --no-cache-dir gluon-sparse` for an "
+    "installed package, or `python setup.py build_ext --inplace` in a source checkout "
+    "(needs g++ with OpenMP; nvcc optional for the CUDA kernels).")
+
+_lock = threading.Lock()
+_ops_loaded = False
+_io_lib = None
+
+
+def _missing(path):
+    return ImportError("gluon-sparse's native library %s is missing: it was not built. %s"
+                       % (path, _REBUILD_HINT))
+
+
+def build_info():
+    """Return what the operator library was built with.
+
+    Returns
+    -------
+    dict
+        ``{'mxnet_version': str, 'cuda': bool, 'path': str}``.
+    """
+    if not os.path.exists(OPS_LIBRARY):
+        raise _missing(OPS_LIBRARY)
+    # RTLD_LOCAL handle used only to read the build stamp; MXNet maps its own.
+    lib = ctypes.CDLL(OPS_LIBRARY)
+    lib.gluon_sparse_build_mxnet_version.restype = ctypes.c_char_p
+    return {"mxnet_version": lib.gluon_sparse_build_mxnet_version().decode(),
+            "cuda": bool(lib.gluon_sparse_built_with_cuda()),
+            "path": OPS_LIBRARY}
+
+
+def load_ops():
+    """Load the operator library into MXNet once; later calls are free.
+
+    Raises
+    ------
+    ImportError
+        If the library is missing or was built for a different MXNet version.
+    """
+    global _ops_loaded
+    if _ops_loaded:
+        return
+    with _lock:
+        if _ops_loaded:
+            return
+        import mxnet as mx
+        built_for = build_info()["mxnet_version"]
+        if built_for != mx.__version__:
+            raise ImportError("gluon-sparse's operator library was built for MXNet %s but MXNet %s "
+                              "is installed. %s" % (built_for, mx.__version__, _REBUILD_HINT))
+        try:
+            mx.library.load(OPS_LIBRARY, verbose=False)
+        except mx.base.MXNetError as err:
+            raise ImportError("MXNet could not load gluon-sparse's operator library %s: %s\n%s"
+                              % (OPS_LIBRARY, err, _REBUILD_HINT)) from err
+        _ops_loaded = True
+        logger.debug("loaded operator library %s", OPS_LIBRARY)
+
+
+def io_library():
+    """Return the ctypes handle of the C I/O library (the LibSVM parser)."""
+    global _io_lib
+    if _io_lib is None:
+        with _lock:
+            if _io_lib is None:
+                if not os.path.exists(IO_LIBRARY):
+                    raise _missing(IO_LIBRARY)
+                _io_lib = ctypes.CDLL(IO_LIBRARY)
+    return _io_lib

@@ -1,0 +1,237 @@
+"""Gluon blocks whose first layer consumes CSR batches.
+
+The weight of a sparse layer is stored as ``(in_units, units)``, the transpose
+of ``gluon.nn.Dense``'s, so that ``sparse.dot(csr, weight)`` touches only the
+weight rows of the batch's features and its gradient is ``row_sparse``: an
+optimizer then has rows, not a dense ``in_units x units`` matrix, to update.
+"""
+import mxnet as mx
+import numpy as np
+from mxnet.gluon import HybridBlock, nn
+
+__all__ = ["FullyConnectedSparse", "FactorizationMachine"]
+
+
+def _empty_rows(columns, like):
+    # nd.zeros((0, n)) fails: MXNet's legacy shape semantics read 0 as "unknown".
+    return mx.nd.array(np.zeros((0, columns), dtype=like.dtype), ctx=like.context)
+
+
+class _SparseInputBlock(HybridBlock):
+    """Shared input handling of the blocks whose input is a (batch, in_units) matrix.
+
+    ``forward`` validates NDArray input before MXNet sees it, so a wrong width,
+    rank or dtype produces an error naming the shapes instead of an opaque
+    shape-inference failure inside the graph; dense input is converted to CSR
+    so the weight gradient stays row_sparse. Subclasses list in ``_row_params``
+    the attributes of the parameters with one row per input feature.
+    """
+
+    _row_params = ()
+
+    def _feature_params(self):
+        return [getattr(self, name) for name in self._row_params]
+
+    @property
+    def in_units(self):
+        """Number of input features (0 until inferred from the first batch)."""
+        shape = self._feature_params()[0].shape
+        return shape[0] if shape else 0
+
+    def _empty_output(self, x):
+        """The output of a batch with no rows (MXNet cannot infer shapes with a 0 dim)."""
+        raise NotImplementedError  # pragma: no cover - defined by every subclass
+
+    def _check_input(self, x):
+        name = self.__class__.__name__
+        if x.ndim != 2:
+            raise ValueError("%s expects a 2-D (batch_size, in_units) input, got shape %s"
+                             % (name, tuple(x.shape)))
+        dtype = np.dtype(x.dtype)
+        if dtype.kind != "f":
+            raise TypeError("%s expects floating-point input, got dtype %s with shape %s; "
+                            "convert it with x.astype('float32')" % (name, dtype, tuple(x.shape)))
+        param = self._feature_params()[0]
+        in_units = self.in_units
+        if in_units and x.shape[1] != in_units:
+            raise ValueError("%s was built for %d input features (%s has shape %s) but got a "
+                             "batch of shape %s" % (name, in_units, param.name, tuple(param.shape),
+                                                   tuple(x.shape)))
+        if dtype != np.dtype(param.dtype):
+            raise TypeError("%s has %s parameters but the input is %s; cast one of them "
+                            "(x.astype(...) or block.cast(...))" % (name, np.dtype(param.dtype), dtype))
+
+    def forward(self, x, *args):
+        if isinstance(x, mx.nd.NDArray):
+            self._check_input(x)
+            if x.shape[0] == 0:
+                return self._empty_output(x)
+            if x.stype == "default":
+                # A dense batch would make sparse.dot's backward produce a dense
+                # gradient that MXNet then casts row by row; CSR keeps it row_sparse.
+                x = x.tostype("csr")
+        return super().forward(x, *args)
+
+    def infer_shape(self, x, *args):
+        # Deferred initialisation: in_units is the batch's width, like gluon.nn.Dense.
+        for param in self._feature_params():
+            if not param.shape or param.shape[0] == 0:
+                param.shape = (x.shape[1],) + tuple(param.shape[1:])
+        super().infer_shape(x, *args)
+
+
+class FullyConnectedSparse(_SparseInputBlock):
+    r"""Fully connected layer for CSR input: ``activation(sparse.dot(x, weight) + bias)``.
+
+    The weight has shape ``(in_units, units)`` (the transpose of
+    :class:`mxnet.gluon.nn.Dense`'s) so that a CSR batch yields a
+    ``row_sparse`` weight gradient holding only the rows of the batch's
+    features. Results equal ``Dense(units, in_units=in_units)`` with the
+    transposed weight, for CSR and dense input, imperative and hybridized.
+
+    Parameters
+    ----------
+    units : int
+        Dimensionality of the output.
+    activation : str, optional
+        Activation applied to the output (any :func:`mxnet.ndarray.Activation`
+        ``act_type``). Default: none.
+    use_bias : bool, default True
+        Whether to add a bias vector.
+    dtype : str or numpy.dtype, default 'float32'
+        Data type of the parameters.
+    weight_initializer : str or Initializer, optional
+        Initializer of the ``(in_units, units)`` weight.
+    bias_initializer : str or Initializer, default 'zeros'
+        Initializer of the bias.
+    in_units : int, default 0
+        Number of input features; 0 infers it from the first batch.
+    weight_grad_stype : {'row_sparse', 'default'}, default 'row_sparse'
+        Storage type of the weight gradient. ``'default'`` gives a dense gradient
+        (useful only to measure what sparsity saves).
+
+    Inputs
+    ------
+    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
+
+    Outputs
+    -------
+    out : NDArray of shape ``(batch_size, units)``
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> from gluon_sparse.nn import FullyConnectedSparse
+    >>> layer = FullyConnectedSparse(4, in_units=1000)
+    >>> layer.initialize()
+    >>> x = mx.nd.sparse.csr_matrix(([1.0, 2.0], [3, 999], [0, 1, 2]), shape=(2, 1000))
+    >>> layer(x).shape
+    (2, 4)
+    """
+
+    _row_params = ("weight",)
+
+    def __init__(self, units, activation=None, use_bias=True, dtype="float32",
+                 weight_initializer=None, bias_initializer="zeros", in_units=0,
+                 weight_grad_stype="row_sparse", prefix=None, params=None):
+        super().__init__(prefix=prefix, params=params)
+        if weight_grad_stype not in ("row_sparse", "default"):
+            raise ValueError("weight_grad_stype must be 'row_sparse' or 'default', got %r"
+                             % (weight_grad_stype,))
+        self._units = units
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(in_units, units),
+                                          init=weight_initializer, dtype=dtype,
+                                          allow_deferred_init=True, grad_stype=weight_grad_stype)
+            if use_bias:
+                self.bias = self.params.get("bias", shape=(units,), init=bias_initializer,
+                                            dtype=dtype, allow_deferred_init=True)
+            else:
+                self.bias = None
+            self.act = nn.Activation(activation, prefix=activation + "_") if activation else None
+
+    def _empty_output(self, x):
+        return _empty_rows(self._units, x)
+
+    def hybrid_forward(self, F, x, weight, bias=None):
+        out = F.sparse.dot(x, weight)
+        if bias is not None:
+            out = F.broadcast_add(out, bias.reshape((1, -1)))
+        if self.act is not None:
+            out = self.act(out)
+        return out
+
+    def __repr__(self):
+        in_units = self.in_units or None
+        return "{name}({in_units} -> {units}, {act}, grad_stype={gs})".format(
+            name=self.__class__.__name__, in_units=in_units, units=self._units,
+            act=self.act._act_type if self.act is not None else "linear",
+            gs=self.weight._grad_stype)
+
+
+class FactorizationMachine(_SparseInputBlock):
+    r"""Second-order factorization machine (Rendle, 2010) for CSR input.
+
+    .. math::
+        y(x) = w_0 + \sum_i w_i x_i + \frac{1}{2} \sum_{f=1}^{k}
+               \Big[\big(\sum_i v_{i,f} x_i\big)^2 - \sum_i v_{i,f}^2 x_i^2\Big]
+
+    ``V`` (``factor``, shape ``(in_units, factor_size)``) and ``w``
+    (``linear``, shape ``(in_units, 1)``) get ``row_sparse`` gradients.
+
+    Parameters
+    ----------
+    factor_size : int
+        Number of latent factors ``k``.
+    in_units : int, default 0
+        Number of input features; 0 infers it from the first batch.
+    dtype : str, default 'float32'
+        Data type of the parameters.
+    factor_initializer : str or Initializer, optional
+        Initializer of ``V``; default ``Normal(0.01)``.
+    linear_initializer : str or Initializer, default 'zeros'
+        Initializer of ``w``.
+    bias_initializer : str or Initializer, default 'zeros'
+        Initializer of ``w_0``.
+
+    Inputs
+    ------
+    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
+
+    Outputs
+    -------
+    out : NDArray of shape ``(batch_size, 1)``
+    """
+
+    _row_params = ("factor", "linear")
+
+    def __init__(self, factor_size, in_units=0, dtype="float32", factor_initializer=None,
+                 linear_initializer="zeros", bias_initializer="zeros", prefix=None, params=None):
+        super().__init__(prefix=prefix, params=params)
+        self._factor_size = factor_size
+        if factor_initializer is None:
+            factor_initializer = mx.init.Normal(0.01)
+        with self.name_scope():
+            self.factor = self.params.get("factor", shape=(in_units, factor_size),
+                                          init=factor_initializer, dtype=dtype,
+                                          allow_deferred_init=True, grad_stype="row_sparse")
+            self.linear = self.params.get("linear", shape=(in_units, 1), init=linear_initializer,
+                                          dtype=dtype, allow_deferred_init=True,
+                                          grad_stype="row_sparse")
+            self.bias = self.params.get("bias", shape=(1,), init=bias_initializer, dtype=dtype,
+                                        allow_deferred_init=True)
+
+    def _empty_output(self, x):
+        return _empty_rows(1, x)
+
+    def hybrid_forward(self, F, x, factor, linear, bias):
+        linear_term = F.sparse.dot(x, linear)
+        xv = F.sparse.dot(x, factor)
+        # sum_f sum_i v_if^2 x_i^2 == (x*x) . (V*V) summed over factors
+        sq_term = F.sparse.dot(F.square(x), F.square(factor))
+        pair_term = 0.5 * F.sum(F.square(xv) - sq_term, axis=1, keepdims=True)
+        return F.broadcast_add(linear_term + pair_term, bias.reshape((1, 1)))
+
+    def __repr__(self):
+        return "{name}({in_units} -> 1, factor_size={k})".format(
+            name=self.__class__.__name__, in_units=self.in_units or None, k=self._factor_size)
