@@ -64,6 +64,11 @@ class _SparseInputBlock(HybridBlock):
     def forward(self, x, *args):
         if isinstance(x, mx.nd.NDArray):
             self._check_input(x)
+            if self.in_units == 0:
+                # Finish deferred initialisation here rather than in the graph: see infer_shape.
+                self.infer_shape(x)
+                for param in self.params.values():
+                    param._finish_deferred_init()
             if x.shape[0] == 0:
                 return self._empty_output(x)
             if x.stype == "default":
@@ -74,10 +79,11 @@ class _SparseInputBlock(HybridBlock):
 
     def infer_shape(self, x, *args):
         # Deferred initialisation: in_units is the batch's width, like gluon.nn.Dense.
+        # Every parameter shape follows from it, and MXNet's dot cannot infer a
+        # partially known right-hand side, so no symbolic inference is needed or used.
         for param in self._feature_params():
             if not param.shape or param.shape[0] == 0:
                 param.shape = (x.shape[1],) + tuple(param.shape[1:])
-        super().infer_shape(x, *args)
 
 
 class FullyConnectedSparse(_SparseInputBlock):
