@@ -1,0 +1,18 @@
+"""Training on several devices and several machines with MXNet's kvstore.
+
+* :func:`split_and_load_batch` splits a CSR batch and its labels across the
+  devices of one machine (uneven splits included); :func:`shard_slice` gives
+  each worker its even share of a dataset.
+* :mod:`~gluon_sparse.distributed.launcher` starts the scheduler, servers and
+  workers of a ``dist_sync`` / ``dist_async`` job (``gluon-sparse launch``).
+* :mod:`~gluon_sparse.distributed.server` is what the scheduler and the
+  servers run.
+
+The communication itself is MXNet's: ``gluon.Trainer`` with a ``'device'`` or
+``'dist_*'`` kvstore pushes only the rows of ``row_sparse`` gradients, and
+:class:`~gluon_sparse.nn.row_sparse_weight.FullyConnectedSparseRowSparseWeight`
+pulls only the weight rows a batch touches.
+"""
+from .split import part_sizes, shard_slice, split_and_load_batch
+
+__all__ = ["part_sizes", "shard_slice", "split_and_load_batch"]

@@ -1,0 +1,468 @@
+"""Start a ``dist_sync`` / ``dist_async`` training job: scheduler, servers and workers.
+
+``gluon-sparse launch -n 2 -s 1 -- python train.py ...`` runs, by default on
+this machine and on the loopback interface only:
+
+* one **scheduler** and ``-s`` **servers**, as
+  ``python -m gluon_sparse.distributed.server`` (see :mod:`.server`: it loads
+  the operator library and gluon-sparse's optimizers before serving);
+* ``-n`` **workers** running the command.
+
+Every process gets the ``DMLC_*`` environment MXNet's parameter server reads
+(``DMLC_ROLE``, ``DMLC_PS_ROOT_URI``, ``DMLC_PS_ROOT_PORT``,
+``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``, ``DMLC_NODE_HOST``, plus
+``DMLC_WORKER_ID`` / ``DMLC_SERVER_ID``, the launcher's numbering). The
+kvstore assigns its own ``kv.rank``, which need not equal ``DMLC_WORKER_ID``:
+shard data by ``kv.rank``.
+
+Output of each process is forwarded line by line with a prefix
+(``[worker 0] ...``). When a process fails, the launcher names it in one line,
+stops all the others (``SIGTERM`` to each process group, ``SIGKILL`` after a
+grace period) and exits with the failed process's code (``128 + signal`` for a
+signal). It exits 0 once every worker has exited 0, and ``124`` when
+``--timeout`` expires.
+
+With ``--hosts FILE`` the processes are started with ``ssh`` instead: the
+scheduler on the first host, servers and workers round robin over all hosts,
+each in the launcher's working directory and with the launcher's Python
+(``sys.executable``) for the servers, so hosts need the same paths (a shared
+file system or an identical image). Stopping an ssh process closes its
+connection; a remote command that ignores the hang-up may outlive it.
+"""
+import argparse
+import logging
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Process", "add_arguments", "build_processes", "main", "read_hosts", "run",
+           "ssh_command"]
+
+LOOPBACK = "127.0.0.1"
+SERVER_MODULE = "gluon_sparse.distributed.server"
+TIMEOUT_EXIT_CODE = 124
+DEFAULT_GRACE_PERIOD = 5.0
+_POLL_INTERVAL = 0.05
+
+
+class Process:
+    """One process of a job: its name, how to start it and where.
+
+    Parameters
+    ----------
+    role : {'scheduler', 'server', 'worker'}
+        The ``DMLC_ROLE``.
+    index : int
+        Number among the processes of that role (0 for the scheduler).
+    argv : list of str
+        Command line, run as is (already wrapped in ``ssh`` for a remote host).
+    env : dict of str to str
+        Variables added to the launcher's environment (local processes) or
+        already part of ``argv`` (remote processes).
+    host : str or None
+        Remote host, or ``None`` for a local process.
+    """
+
+    def __init__(self, role, index, argv, env, host=None):
+        self.role = role
+        self.index = index
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.host = host
+
+    @property
+    def name(self):
+        """``'scheduler'``, ``'server 0'``, ``'worker 1'``, ...: the output prefix."""
+        return self.role if self.role == "scheduler" else "%s %d" % (self.role, self.index)
+
+    def __repr__(self):
+        return "Process(%s, host=%s, argv=%s)" % (self.name, self.host, self.argv)
+
+
+def add_arguments(parser):
+    """Add the launcher's options to an :class:`argparse.ArgumentParser`.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        Parser (or sub-command parser) to extend with ``-n/--num-workers``,
+        ``-s/--num-servers``, ``--hosts``, ``--timeout``, ``--port``,
+        ``--grace-period`` and the trailing ``command``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The same parser.
+    """
+    parser.add_argument("-n", "--num-workers", type=int, required=True,
+                        help="number of worker processes running COMMAND")
+    parser.add_argument("-s", "--num-servers", type=int, default=1,
+                        help="number of kvstore server processes (default: 1)")
+    parser.add_argument("--hosts", metavar="FILE",
+                        help="file with one ssh host per line ([user@]host[:port]); without it "
+                             "every process runs on this machine on 127.0.0.1")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop the whole job and exit %d after this many seconds "
+                             "(default: no limit)" % TIMEOUT_EXIT_CODE)
+    parser.add_argument("--port", type=int, default=0,
+                        help="scheduler port (default: a free port of this machine)")
+    parser.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_PERIOD,
+                        metavar="SECONDS",
+                        help="time between SIGTERM and SIGKILL when stopping processes, and "
+                             "that servers get to exit after the workers (default: %g)"
+                             % DEFAULT_GRACE_PERIOD)
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="worker command, after '--' (e.g. -- python train.py --epochs 2)")
+    return parser
+
+
+def free_port(host=LOOPBACK):
+    """A TCP port that is free on ``host`` now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def read_hosts(path):
+    """Read a hosts file: one ``[user@]host[:port]`` per line, ``#`` starts a comment.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+
+    Returns
+    -------
+    list of str
+        Hosts, in file order.
+
+    Raises
+    ------
+    ValueError
+        For a malformed line (naming the file and line) or a file without hosts.
+    """
+    hosts = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            entry = line.split("#", 1)[0].strip()
+            if not entry:
+                continue
+            host, _, port = entry.partition(":")
+            if len(entry.split()) != 1 or not host.strip("@") or (port and not port.isdigit()):
+                raise ValueError("%s:%d: expected one [user@]host[:port] per line, got %r"
+                                 % (path, lineno, line.rstrip("\n")))
+            hosts.append(entry)
+    if not hosts:
+        raise ValueError("%s lists no hosts" % path)
+    return hosts
+
+
+def _host_address(host):
+    """The address part of ``[user@]host[:port]``."""
+    return host.rsplit("@", 1)[-1].split(":", 1)[0]
+
+
+def ssh_command(host, env, command, cwd):
+    """The ssh command line running ``command`` with ``env`` in ``cwd`` on ``host``.
+
+    Parameters
+    ----------
+    host : str
+        ``[user@]host[:port]``.
+    env : dict of str to str
+        Environment variables to set for the remote command.
+    command : list of str
+        The remote command.
+    cwd : str
+        Remote working directory.
+
+    Returns
+    -------
+    list of str
+        ``ssh`` argv; the remote part is one shell-quoted string.
+
+    Examples
+    --------
+    >>> ssh_command('alice@node1:2222', {'DMLC_ROLE': 'worker'}, ['python', 'a b.py'], '/job')
+    ['ssh', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-p', '2222', 'alice@node1', "cd /job && env DMLC_ROLE=worker python 'a b.py'"]
+    """
+    destination, _, port = host.partition(":")
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
+    if port:
+        argv += ["-p", port]
+    assignments = ["%s=%s" % (key, shlex.quote(str(value))) for key, value in sorted(env.items())]
+    remote = "cd %s && env %s %s" % (shlex.quote(cwd), " ".join(assignments),
+                                     " ".join(shlex.quote(part) for part in command))
+    return argv + [destination, remote]
+
+
+def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=None,
+                    python=sys.executable):
+    """Describe every process of a job, scheduler first, then servers, then workers.
+
+    Parameters
+    ----------
+    num_workers, num_servers : int
+        Process counts (at least 1 each: MXNet's dist kvstore needs a server).
+    command : list of str
+        Worker command.
+    port : int
+        Scheduler port.
+    hosts : list of str, optional
+        ssh hosts; ``None`` runs everything locally on 127.0.0.1.
+    cwd : str, optional
+        Working directory for remote processes (default: the current one).
+    python : str
+        Interpreter running the scheduler and the servers.
+
+    Returns
+    -------
+    list of Process
+    """
+    if num_workers < 1:
+        raise ValueError("--num-workers must be at least 1, got %d" % num_workers)
+    if num_servers < 1:
+        raise ValueError("--num-servers must be at least 1 (MXNet's dist kvstore keeps the "
+                         "weights on servers), got %d" % num_servers)
+    if not command:
+        raise ValueError("no worker command given: put it after '--', e.g. "
+                         "gluon-sparse launch -n 2 -- python train.py")
+    if not 0 < port < 65536:
+        raise ValueError("scheduler port must be in 1..65535, got %d" % port)
+    common = {"DMLC_PS_ROOT_URI": _host_address(hosts[0]) if hosts else LOOPBACK,
+              "DMLC_PS_ROOT_PORT": str(port),
+              "DMLC_NUM_SERVER": str(num_servers),
+              "DMLC_NUM_WORKER": str(num_workers),
+              "PYTHONUNBUFFERED": "1"}
+    if not hosts:
+        # ps-lite otherwise binds to the first non-loopback interface.
+        common["DMLC_NODE_HOST"] = LOOPBACK
+        # Every process would start one OpenMP thread per core; on one machine
+        # that oversubscribes the cores num_workers times over.
+        if "OMP_NUM_THREADS" not in os.environ:
+            common["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // num_workers))
+    server_command = [python, "-m", SERVER_MODULE]
+    layout = [("scheduler", 0, server_command, {})]
+    layout += [("server", i, server_command, {"DMLC_SERVER_ID": str(i)})
+               for i in range(num_servers)]
+    layout += [("worker", i, list(command), {"DMLC_WORKER_ID": str(i)})
+               for i in range(num_workers)]
+    processes = []
+    for role, index, argv, extra in layout:
+        env = dict(common, DMLC_ROLE=role, **extra)
+        if role != "worker" and not hosts:
+            env["OMP_NUM_THREADS"] = "1"  # servers only add up rows
+        host = None
+        if hosts:
+            host = hosts[0] if role == "scheduler" else hosts[index % len(hosts)]
+            argv = ssh_command(host, env, argv, cwd or os.getcwd())
+        processes.append(Process(role, index, argv, env, host))
+    return processes
+
+
+def _describe_exit(returncode):
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "signal %d" % -returncode
+        return "was killed by %s" % name, 128 - returncode
+    return "exited with code %d" % returncode, returncode
+
+
+class _Job:
+    """Running processes, their output forwarders and how to stop them."""
+
+    def __init__(self, processes, output, grace_period):
+        self.processes = processes
+        self.output = output
+        self.grace_period = grace_period
+        self.popens = []
+        self.readers = []
+        self._write_lock = threading.Lock()
+
+    def start(self):
+        for proc in self.processes:
+            env = dict(os.environ, **proc.env) if proc.host is None else None
+            try:
+                popen = subprocess.Popen(proc.argv, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         start_new_session=True)  # own group: stop it whole
+            except OSError as err:
+                raise _StartFailed("could not start %s (%s): %s"
+                                   % (proc.name, " ".join(proc.argv), err)) from err
+            self.popens.append(popen)
+            logger.info("started %s (pid %d): %s", proc.name, popen.pid,
+                        " ".join(shlex.quote(a) for a in proc.argv))
+            reader = threading.Thread(target=self._forward, args=(proc.name, popen.stdout),
+                                      name="forward %s" % proc.name, daemon=True)
+            reader.start()
+            self.readers.append(reader)
+
+    def _forward(self, name, stream):
+        prefix = "[%s] " % name
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            with self._write_lock:
+                self.output.write(prefix + line + "\n")
+                self.output.flush()
+        stream.close()
+
+    def returncodes(self):
+        return [popen.poll() for popen in self.popens]
+
+    def stop(self):
+        """Stop every process group: SIGTERM, then SIGKILL after the grace period."""
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_period
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.popens):
+            time.sleep(_POLL_INTERVAL)
+        # Also signals groups whose leader has exited, so no grandchild survives.
+        self._signal_all(signal.SIGKILL)
+        for popen in self.popens:
+            popen.wait()
+        for reader in self.readers:
+            reader.join(timeout=self.grace_period)
+
+    def _signal_all(self, signum):
+        for popen in self.popens:
+            try:
+                os.killpg(popen.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _supervise(job, timeout, grace_period):
+    """Wait for the job's end; return the launcher's exit code."""
+    start = time.monotonic()
+    workers = [i for i, proc in enumerate(job.processes) if proc.role == "worker"]
+    workers_done_at = None
+    while True:
+        codes = job.returncodes()
+        for proc, popen, code in zip(job.processes, job.popens, codes):
+            if code is not None and code != 0:
+                what, exit_code = _describe_exit(code)
+                others = sum(1 for c in codes if c is None)
+                logger.error("%s (pid %d) %s; stopping the other %d running process(es)",
+                             proc.name, popen.pid, what, others)
+                return exit_code
+        if all(code == 0 for code in codes):
+            return 0
+        now = time.monotonic()
+        if all(codes[i] == 0 for i in workers):
+            # Servers and the scheduler exit by themselves once every worker
+            # has shut its kvstore down; do not wait for them forever.
+            workers_done_at = workers_done_at or now
+            if now - workers_done_at > grace_period:
+                left = [p.name for p, c in zip(job.processes, codes) if c is None]
+                logger.warning("all workers finished but %s did not exit within %g s; "
+                               "stopping them", ", ".join(left), grace_period)
+                return 0
+        if timeout is not None and now - start > timeout:
+            left = [p.name for p, c in zip(job.processes, codes) if c is None]
+            logger.error("timed out after %g s with %s still running; stopping the job",
+                         timeout, ", ".join(left))
+            return TIMEOUT_EXIT_CODE
+        time.sleep(_POLL_INTERVAL)
+
+
+class _StartFailed(Exception):
+    """A process of the job could not be started (e.g. command not found)."""
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise _Interrupted(signum)
+
+
+def run(args, output=None):
+    """Run a job described by parsed :func:`add_arguments` options.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``num_workers``, ``num_servers``, ``hosts``, ``timeout``, ``command`` and
+        optionally ``port`` and ``grace_period``.
+    output : file-like, optional
+        Where the prefixed output of the processes goes (default: ``sys.stdout``).
+
+    Returns
+    -------
+    int
+        0 when every worker succeeded; the first failed process's exit code
+        (``128 + signal`` if it was killed); 124 on timeout; 2 for bad arguments.
+    """
+    output = output if output is not None else sys.stdout
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    grace_period = getattr(args, "grace_period", DEFAULT_GRACE_PERIOD)
+    try:
+        hosts = read_hosts(args.hosts) if args.hosts else None
+        port = getattr(args, "port", 0) or free_port()
+        processes = build_processes(args.num_workers, args.num_servers, command, port, hosts)
+    except (OSError, ValueError) as err:
+        logger.error("%s", err)
+        return 2
+    job = _Job(processes, output, grace_period)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            handlers[signum] = signal.signal(signum, _raise_interrupted)
+    try:
+        job.start()
+        return _supervise(job, args.timeout, grace_period)
+    except _StartFailed as err:
+        logger.error("%s; stopping the job", err)
+        return 127
+    except _Interrupted as stop:
+        logger.error("received %s; stopping the job", signal.Signals(stop.signum).name)
+        return 128 + stop.signum
+    except KeyboardInterrupt:
+        logger.error("interrupted; stopping the job")
+        return 130
+    finally:
+        # A second SIGTERM must not cut the clean-up short and leave processes behind.
+        for signum in handlers:
+            signal.signal(signum, signal.SIG_IGN)
+        job.stop()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def main(argv=None):
+    """Command-line entry point: ``python -m gluon_sparse.distributed.launcher -n 2 -- CMD``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit code, see :func:`run`.
+    """
+    parser = add_arguments(argparse.ArgumentParser(
+        prog="gluon-sparse launch",
+        description="Start a scheduler, servers and workers for MXNet's dist kvstore."))
+    args = parser.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="gluon-sparse launch: %(message)s")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Split CSR batches across devices and datasets across workers.
+
+Both follow one rule, MXNet's own (:func:`mxnet.gluon.utils.split_data` with
+``even_split=False``): ``n`` rows in ``k`` parts give the first ``n % k`` parts
+one row more than the others. A batch of 10 rows on 3 devices is 4 + 3 + 3.
+
+Gradients stay exact with uneven parts when every part's loss is *summed* (not
+averaged) and ``Trainer.step`` gets the global batch size: the sum of the
+parts' gradients is then the gradient of the whole batch.
+"""
+import mxnet as mx
+import numpy as np
+import scipy.sparse as sp
+from mxnet.gluon.utils import split_and_load
+
+__all__ = ["part_sizes", "shard_slice", "split_and_load_batch"]
+
+
+def part_sizes(num_rows, num_parts):
+    """Sizes of ``num_parts`` contiguous, near-even parts of ``num_rows`` rows.
+
+    Parameters
+    ----------
+    num_rows : int
+        Number of rows to divide (>= 0).
+    num_parts : int
+        Number of parts (>= 1).
+
+    Returns
+    -------
+    list of int
+        ``num_parts`` sizes summing to ``num_rows``; the first ``num_rows % num_parts``
+        are one larger than the rest.
+
+    Examples
+    --------
+    >>> part_sizes(10, 3)
+    [4, 3, 3]
+    """
+    if num_parts < 1:
+        raise ValueError("num_parts must be at least 1, got %d" % num_parts)
+    if num_rows < 0:
+        raise ValueError("num_rows must be non-negative, got %d" % num_rows)
+    base, extra = divmod(num_rows, num_parts)
+    return [base + 1] * extra + [base] * (num_parts - extra)
+
+
+def shard_slice(num_rows, num_shards, index):
+    """The rows of shard ``index`` when ``num_rows`` rows are shared evenly.
+
+    Use it to give each of ``num_shards`` workers its share of a dataset
+    (``index`` is the worker's ``kvstore.rank``).
+
+    Parameters
+    ----------
+    num_rows : int
+        Number of rows in the dataset.
+    num_shards : int
+        Number of shards (workers).
+    index : int
+        Shard number, ``0 <= index < num_shards``.
+
+    Returns
+    -------
+    slice
+        Contiguous row range of the shard.
+
+    Examples
+    --------
+    >>> [shard_slice(10, 3, i) for i in range(3)]
+    [slice(0, 4, None), slice(4, 7, None), slice(7, 10, None)]
+    """
+    if not 0 <= index < num_shards:
+        raise ValueError("shard index %d is out of range for %d shards" % (index, num_shards))
+    bounds = np.concatenate([[0], np.cumsum(part_sizes(num_rows, num_shards))])
+    return slice(int(bounds[index]), int(bounds[index + 1]))
+
+
+def _as_ndarray(array, what, ctx):
+    if isinstance(array, mx.nd.NDArray):
+        return array
+    if sp.issparse(array):
+        return mx.nd.sparse.csr_matrix(sp.csr_matrix(array), ctx=ctx)
+    try:
+        return mx.nd.array(np.asarray(array), ctx=ctx)
+    except (TypeError, ValueError) as err:
+        raise TypeError("%s must be an NDArray, a scipy.sparse matrix or array-like, got %s"
+                        % (what, type(array).__name__)) from err
+
+
+def split_and_load_batch(data, label, ctx_list):
+    """Split a batch and its labels row-wise across contexts, keeping CSR storage.
+
+    A thin layer over :func:`mxnet.gluon.utils.split_and_load` (which keeps a
+    ``CSRNDArray`` in CSR and, with ``even_split=False``, splits unevenly) that
+    also splits the labels the same way, accepts SciPy / NumPy input and checks
+    the shapes first.
+
+    Parameters
+    ----------
+    data : CSRNDArray, NDArray, scipy.sparse matrix or numpy.ndarray
+        Batch of shape ``(batch_size, num_features)``; SciPy matrices become CSR.
+    label : NDArray, array-like or None
+        Labels with ``batch_size`` rows, or ``None``.
+    ctx_list : list of Context
+        Devices to load the parts on, in order.
+
+    Returns
+    -------
+    data_parts : list of NDArray
+        One part per context; CSR input gives ``CSRNDArray`` parts.
+    label_parts : list of NDArray or None
+        The matching label parts (``None`` when ``label`` is ``None``).
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree or the batch has fewer rows than there are
+        contexts (a context without rows would keep a stale gradient).
+
+    Examples
+    --------
+    >>> import mxnet as mx, scipy.sparse as sp
+    >>> x = sp.random(5, 100, density=0.05, format='csr', random_state=0)
+    >>> xs, ys = split_and_load_batch(x, [0, 1, 0, 1, 1], [mx.cpu(0), mx.cpu(1)])
+    >>> [(p.stype, p.shape[0]) for p in xs], [y.shape[0] for y in ys]
+    ([('csr', 3), ('csr', 2)], [3, 2])
+    """
+    ctx_list = list(ctx_list)
+    if not ctx_list:
+        raise ValueError("ctx_list is empty: give at least one context")
+    data = _as_ndarray(data, "data", ctx_list[0])
+    if data.ndim != 2:
+        raise ValueError("data must be a 2-D (batch_size, num_features) batch, got shape %s"
+                         % (tuple(data.shape),))
+    num_rows = data.shape[0]
+    if num_rows < len(ctx_list):
+        raise ValueError("a batch of %d rows cannot be split across %d contexts: every context "
+                         "needs at least one row, otherwise it keeps a stale gradient; use a "
+                         "larger batch or fewer contexts for this batch" % (num_rows, len(ctx_list)))
+    data_parts = split_and_load(data, ctx_list, even_split=False)
+    if label is None:
+        return data_parts, None
+    label = _as_ndarray(label, "label", ctx_list[0])
+    if label.shape[0] != num_rows:
+        raise ValueError("data has %d rows but label has %d (label shape %s)"
+                         % (num_rows, label.shape[0], tuple(label.shape)))
+    return data_parts, split_and_load(label, ctx_list, even_split=False)

@@ -1,0 +1,157 @@
+"""A fully connected layer for CSR input whose weight lives row by row in a kvstore.
+
+:class:`~gluon_sparse.nn.FullyConnectedSparse` keeps a full ``(in_units, units)``
+weight on every device and, with a distributed kvstore, pulls all of it after
+every step. For 10^7+ input features that is too much for one worker.
+:class:`FullyConnectedSparseRowSparseWeight` declares its weight as a
+``row_sparse`` :class:`~mxnet.gluon.Parameter`, the pattern of
+:class:`mxnet.gluon.contrib.nn.SparseEmbedding`: the :class:`~mxnet.gluon.Trainer`
+keeps the weight in its kvstore (the servers, with ``dist_*``), each batch
+pulls only the rows of the features it contains (``row_sparse_pull``) and the
+Trainer pushes back a ``row_sparse`` gradient of the same rows, updated where
+the weight lives (``update_on_kvstore``).
+"""
+import mxnet as mx
+import numpy as np
+from mxnet.gluon import Block, nn
+
+from .basic_layers import _empty_rows
+
+__all__ = ["FullyConnectedSparseRowSparseWeight"]
+
+
+class FullyConnectedSparseRowSparseWeight(Block):
+    r"""``activation(sparse.dot(x, weight) + bias)`` with a ``row_sparse`` weight Parameter.
+
+    Same math and weight layout ``(in_units, units)`` as
+    :class:`~gluon_sparse.nn.FullyConnectedSparse`; the difference is where the
+    weight lives. Here it is stored in the Trainer's kvstore and every forward
+    pass fetches only the rows of the batch's features with
+    :meth:`mxnet.gluon.Parameter.row_sparse_data`, so a worker holds the rows of
+    one batch, not the whole matrix. Consequences of that design:
+
+    * a :class:`mxnet.gluon.Trainer` must be created with the block's parameters
+      before the first forward pass (it owns the kvstore the rows come from);
+    * updates always happen in the kvstore (``update_on_kvstore=True``), with a
+      ``row_sparse`` gradient: use an optimizer with a row_sparse update (SGD,
+      Adam, AdaGrad with ``lazy_update``, or gluon-sparse's SparseAdam);
+    * it is an imperative :class:`~mxnet.gluon.Block`: pulling rows is a runtime
+      kvstore call, which a hybridized graph cannot make;
+    * ``in_units`` must be given: no deferred shape inference. Initialisation
+      still materialises the full weight once on each device before the kvstore
+      takes it over (MXNet's Parameter has no lazy row-wise initialiser).
+
+    Parameters
+    ----------
+    units : int
+        Dimensionality of the output.
+    in_units : int
+        Number of input features (rows of the weight).
+    activation : str, optional
+        Activation applied to the output (any :func:`mxnet.ndarray.Activation`
+        ``act_type``). Default: none.
+    use_bias : bool, default True
+        Whether to add a (dense) bias vector.
+    dtype : str or numpy.dtype, default 'float32'
+        Data type of the parameters.
+    weight_initializer : str or Initializer, optional
+        Initializer of the ``(in_units, units)`` weight.
+    bias_initializer : str or Initializer, default 'zeros'
+        Initializer of the bias.
+
+    Inputs
+    ------
+    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
+
+    Outputs
+    -------
+    out : NDArray of shape ``(batch_size, units)``
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> from mxnet import autograd, gluon
+    >>> from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
+    >>> layer = FullyConnectedSparseRowSparseWeight(4, in_units=1000)
+    >>> layer.initialize()
+    >>> trainer = gluon.Trainer(layer.collect_params(), 'sgd', {'learning_rate': 0.1})
+    >>> x = mx.nd.sparse.csr_matrix(([1.0, 2.0], [3, 999], [0, 1, 2]), shape=(2, 1000))
+    >>> with autograd.record():
+    ...     loss = layer(x).sum()
+    >>> loss.backward()
+    >>> trainer.step(2)
+    >>> layer(x).shape
+    (2, 4)
+    """
+
+    def __init__(self, units, in_units, activation=None, use_bias=True, dtype="float32",
+                 weight_initializer=None, bias_initializer="zeros", prefix=None, params=None):
+        super().__init__(prefix=prefix, params=params)
+        if not isinstance(in_units, (int, np.integer)) or in_units <= 0:
+            raise ValueError("%s needs the number of input features: in_units must be a positive "
+                             "int, got %r" % (self.__class__.__name__, in_units))
+        if not isinstance(units, (int, np.integer)) or units <= 0:
+            raise ValueError("units must be a positive int, got %r" % (units,))
+        self._units = int(units)
+        self._in_units = int(in_units)
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(self._in_units, self._units),
+                                          init=weight_initializer, dtype=dtype,
+                                          stype="row_sparse", grad_stype="row_sparse")
+            if use_bias:
+                self.bias = self.params.get("bias", shape=(self._units,), init=bias_initializer,
+                                            dtype=dtype)
+            else:
+                self.bias = None
+            self.act = nn.Activation(activation, prefix=activation + "_") if activation else None
+
+    @property
+    def in_units(self):
+        """Number of input features."""
+        return self._in_units
+
+    @property
+    def units(self):
+        """Dimensionality of the output."""
+        return self._units
+
+    def _check_input(self, x):
+        name = self.__class__.__name__
+        if not isinstance(x, mx.nd.NDArray):
+            raise TypeError("%s takes an NDArray or CSRNDArray batch, got %s (it cannot be "
+                            "hybridized: rows are pulled from the kvstore at run time)"
+                            % (name, type(x).__name__))
+        if x.ndim != 2:
+            raise ValueError("%s expects a 2-D (batch_size, in_units) input, got shape %s"
+                             % (name, tuple(x.shape)))
+        if x.shape[1] != self._in_units:
+            raise ValueError("%s was built for %d input features (weight shape %s) but got a "
+                             "batch of shape %s" % (name, self._in_units, tuple(self.weight.shape),
+                                                   tuple(x.shape)))
+        dtype = np.dtype(x.dtype)
+        if dtype != np.dtype(self.weight.dtype):
+            raise TypeError("%s has %s parameters but the input is %s with shape %s; cast the "
+                            "input with x.astype(...)" % (name, np.dtype(self.weight.dtype), dtype,
+                                                          tuple(x.shape)))
+
+    def forward(self, x):
+        self._check_input(x)
+        if x.shape[0] == 0:
+            return _empty_rows(self._units, x)
+        if x.stype != "csr":
+            # The row ids to pull are the CSR column indices; a dense batch would
+            # also make the weight gradient dense.
+            x = x.tostype("csr")
+        # Column indices need be neither unique nor sorted for row_sparse_pull.
+        weight = self.weight.row_sparse_data(x.indices)
+        out = mx.nd.sparse.dot(x, weight)
+        if self.bias is not None:
+            out = mx.nd.broadcast_add(out, self.bias.data(x.context).reshape((1, -1)))
+        if self.act is not None:
+            out = self.act(out)
+        return out
+
+    def __repr__(self):
+        return "{name}({in_units} -> {units}, {act}, weight_stype=row_sparse)".format(
+            name=self.__class__.__name__, in_units=self._in_units, units=self._units,
+            act=self.act._act_type if self.act is not None else "linear")
