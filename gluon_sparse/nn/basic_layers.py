@@ -1,15 +1,28 @@
 """Gluon blocks whose first layer consumes CSR batches.
 
 The weight of a sparse layer is stored as ``(in_units, units)``, the transpose
-of ``gluon.nn.Dense``'s, so that ``sparse.dot(csr, weight)`` touches only the
-weight rows of the batch's features and its gradient is ``row_sparse``: an
-optimizer then has rows, not a dense ``in_units x units`` matrix, to update.
+of ``gluon.nn.Dense``'s, so that ``dot(csr, weight)`` touches only the weight
+rows of the batch's features and its gradient is ``row_sparse``: an optimizer
+then has rows, not a dense ``in_units x units`` matrix, to update.
+
+The products go through the operator library's ``gluon_sparse_dot``, whose
+``row_sparse`` weight gradient costs O(nnz x units) plus sorting the batch's
+feature ids. MXNet's own ``sparse.dot`` gives the same gradient but walks every
+one of the ``in_units`` rows in its backward, so a step at 10^7 features costs
+~25x more than at 10^5 (benchmarks/bench_scale.py); it is used only where the
+operator cannot serve: a dense weight gradient (``weight_grad_stype='default'``).
 """
 import mxnet as mx
 import numpy as np
 from mxnet.gluon import HybridBlock, nn
 
+from .. import _native
+
 __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
+
+# The blocks' graphs (and symbols exported from them) name gluon_sparse_dot,
+# which exists in MXNet only once the operator library is loaded.
+_native.load_ops()
 
 
 def _empty_rows(columns, like):
@@ -42,6 +55,16 @@ class _SparseInputBlock(HybridBlock):
         """The output of a batch with no rows (MXNet cannot infer shapes with a 0 dim)."""
         raise NotImplementedError  # pragma: no cover - defined by every subclass
 
+    def _check_grad_req(self):
+        # lib_api does not tell an operator whether to write or add its output,
+        # so gluon_sparse_dot always writes; MXNet's sparse.dot refuses 'add' too.
+        for param in self._feature_params():
+            if param.grad_req == "add" and param._grad_stype == "row_sparse":
+                raise ValueError("%s: grad_req='add' is not supported for the row_sparse gradient "
+                                 "of %s (MXNet's sparse dot does not support it either); use "
+                                 "grad_req='write' and accumulate outside"
+                                 % (self.__class__.__name__, param.name))
+
     def _check_input(self, x):
         name = self.__class__.__name__
         if x.ndim != 2:
@@ -60,6 +83,13 @@ class _SparseInputBlock(HybridBlock):
         if dtype != np.dtype(param.dtype):
             raise TypeError("%s has %s parameters but the input is %s; cast one of them "
                             "(x.astype(...) or block.cast(...))" % (name, np.dtype(param.dtype), dtype))
+        if x.stype == "csr":
+            aux_types = [np.dtype(t) for t in x._aux_types]
+            if any(t != np.int64 for t in aux_types):
+                # The operator library reads CSR index arrays as int64, MXNet's default.
+                raise TypeError("%s expects a CSR batch with int64 indptr and indices, got %s "
+                                "(shape %s)" % (name, "/".join(map(str, aux_types)), tuple(x.shape)))
+        self._check_grad_req()
 
     def forward(self, x, *args):
         if isinstance(x, mx.nd.NDArray):
@@ -72,8 +102,8 @@ class _SparseInputBlock(HybridBlock):
             if x.shape[0] == 0:
                 return self._empty_output(x)
             if x.stype == "default":
-                # A dense batch would make sparse.dot's backward produce a dense
-                # gradient that MXNet then casts row by row; CSR keeps it row_sparse.
+                # The products accept dense data but scan all of it, in the
+                # forward and again in the backward; one conversion keeps them O(nnz).
                 x = x.tostype("csr")
         return super().forward(x, *args)
 
@@ -160,7 +190,12 @@ class FullyConnectedSparse(_SparseInputBlock):
         return _empty_rows(self._units, x)
 
     def hybrid_forward(self, F, x, weight, bias=None):
-        out = F.sparse.dot(x, weight)
+        if self.weight._grad_stype == "row_sparse":
+            self._check_grad_req()  # at trace time too: a hybridized child skips forward()
+            out = F.gluon_sparse_dot(x, weight)
+        else:
+            # A dense gradient is what MXNet's dot produces natively.
+            out = F.sparse.dot(x, weight)
         if bias is not None:
             out = F.broadcast_add(out, bias.reshape((1, -1)))
         if self.act is not None:
@@ -231,10 +266,12 @@ class FactorizationMachine(_SparseInputBlock):
         return _empty_rows(1, x)
 
     def hybrid_forward(self, F, x, factor, linear, bias):
-        linear_term = F.sparse.dot(x, linear)
-        xv = F.sparse.dot(x, factor)
-        # sum_f sum_i v_if^2 x_i^2 == (x*x) . (V*V) summed over factors
-        sq_term = F.sparse.dot(F.square(x), F.square(factor))
+        self._check_grad_req()
+        linear_term = F.gluon_sparse_dot(x, linear)
+        xv = F.gluon_sparse_dot(x, factor)
+        # sum_i x_i^2 v_if^2 for every f, i.e. dot(x*x, V*V), computed on the
+        # batch's rows of V only: squaring V itself would cost O(in_units x k).
+        sq_term = F.gluon_sparse_dot(x, factor, squared=True)
         pair_term = 0.5 * F.sum(F.square(xv) - sq_term, axis=1, keepdims=True)
         return F.broadcast_add(linear_term + pair_term, bias.reshape((1, 1)))
 
