@@ -1,0 +1,201 @@
+"""Streaming LibSVM reader for files larger than memory."""
+import bz2
+import gzip
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from .batchify import CSRBatchify
+from .libsvm import _as_path_list, parse_libsvm_bytes
+from .prefetch import Prefetcher
+
+__all__ = ["LibSVMStream"]
+
+logger = logging.getLogger(__name__)
+
+
+def _open(path):
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if lower.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    return open(path, "rb")
+
+
+class _Pool:
+    """Parsed rows waiting to be batched: a CSR matrix and its labels."""
+
+    def __init__(self, num_features, dtype):
+        self.matrix = sp.csr_matrix((0, num_features), dtype=dtype)
+        self.label = np.zeros(0, dtype=np.float64)
+
+    def __len__(self):
+        return self.matrix.shape[0]
+
+    def add(self, matrix, label):
+        self.matrix = sp.vstack([self.matrix, matrix], format="csr") if len(self) else matrix
+        self.label = np.concatenate([self.label, label]) if len(self.label) else label
+
+    def take(self, count):
+        """Remove and return the first ``count`` rows as a new pool-like pair."""
+        head = self.matrix[:count], self.label[:count]
+        self.matrix, self.label = self.matrix[count:], self.label[count:]
+        return head
+
+    def shuffle(self, rng):
+        order = rng.permutation(len(self))
+        self.matrix, self.label = self.matrix[order], self.label[order]
+
+
+class LibSVMStream:
+    """Batches from LibSVM files read chunk by chunk, with bounded memory.
+
+    Each pass reads ``chunk_bytes`` at a time, parses the complete lines with
+    the native parser (on several threads) and emits CSR batches. With
+    ``shuffle_buffer > 0`` the rows go through a pool that is shuffled before
+    batches are taken from it and that keeps ``shuffle_buffer`` rows back to
+    mix with the next chunk: rows are shuffled within a window of about
+    ``shuffle_buffer`` rows plus one chunk, not across the whole file.
+
+    Memory is bounded independently of the file size: at most one chunk of
+    text (``chunk_bytes`` plus the longest line), the parsed rows of one
+    chunk, ``max(shuffle_buffer, batch_size)`` pooled rows and ``prefetch + 1``
+    finished batches are held at any time.
+
+    Parameters
+    ----------
+    path_or_paths : str, os.PathLike or list of them
+        Files read in order each epoch; ``.gz`` / ``.bz2`` are decompressed on the fly.
+    batch_size : int
+        Rows per batch.
+    num_features : int
+        Width of the batches (a stream cannot infer it); an index beyond it is an error.
+    chunk_bytes : int
+        Bytes of text read and parsed at a time.
+    shuffle_buffer : int
+        Rows kept for shuffling; 0 keeps file order.
+    zero_based : bool
+        Whether indices start at 0. Default False, the LIBSVM convention (index
+        0 is then an error). ``'auto'`` needs the whole file and is not accepted.
+    dtype : str
+        float32 or float64.
+    last_batch : {'keep', 'discard'}
+        Yield or drop the final incomplete batch of an epoch.
+    seed : int, optional
+        Seed of the shuffles; epoch ``e`` uses ``(seed, e)``.
+    prefetch : int
+        Batches read and built ahead in a background thread (0: none).
+
+    Examples
+    --------
+    >>> stream = LibSVMStream("train.libsvm", batch_size=256, num_features=10**6,
+    ...                       shuffle_buffer=100000, seed=0)  # doctest: +SKIP
+    >>> for data, label in stream:  # doctest: +SKIP
+    ...     pass
+    """
+
+    def __init__(self, path_or_paths, batch_size, num_features, chunk_bytes=16 << 20,
+                 shuffle_buffer=0, zero_based=False, dtype="float32", last_batch="keep",
+                 seed=None, prefetch=2):
+        if zero_based not in (True, False):
+            raise ValueError("LibSVMStream needs zero_based=True or False (got %r): 'auto' "
+                             "would need to read the whole file first" % (zero_based,))
+        if batch_size < 1 or num_features < 1 or chunk_bytes < 1 or shuffle_buffer < 0:
+            raise ValueError("need batch_size >= 1, num_features >= 1, chunk_bytes >= 1 and "
+                             "shuffle_buffer >= 0; got %d, %d, %d, %d"
+                             % (batch_size, num_features, chunk_bytes, shuffle_buffer))
+        if last_batch not in ("keep", "discard"):
+            raise ValueError("last_batch must be 'keep' or 'discard', got %r" % (last_batch,))
+        self.paths = _as_path_list(path_or_paths)
+        self.batch_size = int(batch_size)
+        self.num_features = int(num_features)
+        self.chunk_bytes = int(chunk_bytes)
+        self.shuffle_buffer = int(shuffle_buffer)
+        self.zero_based = zero_based
+        self.dtype = np.dtype(dtype)
+        self.last_batch = last_batch
+        self.seed = int(np.random.SeedSequence().entropy % 2 ** 63) if seed is None else int(seed)
+        self.prefetch = prefetch
+        self.epoch = 0
+
+    def _chunks(self, path):
+        """Yield (matrix, label) of each chunk of complete lines in ``path``."""
+        lines_before = 0
+        tail = b""
+        with _open(path) as f:
+            while True:
+                block = f.read(self.chunk_bytes)
+                text = tail + block if tail else block
+                if not block:
+                    if text:
+                        yield self._parse(text, path, lines_before)
+                    return
+                cut = text.rfind(b"\n") + 1
+                if cut == 0:  # no complete line yet: a line longer than a chunk
+                    tail = text
+                    continue
+                tail = text[cut:]
+                body = text[:cut]
+                yield self._parse(body, path, lines_before)
+                lines_before += body.count(b"\n")
+                del text, body
+
+    def _parse(self, text, path, lines_before):
+        chunk = parse_libsvm_bytes(text, dtype=self.dtype, reject_zero=not self.zero_based,
+                                   source=path, line_base=lines_before)
+        shift = 0 if self.zero_based else 1
+        if chunk.indices.size:
+            if shift:
+                chunk.indices -= chunk.indices.dtype.type(shift)
+            if chunk.max_index - shift >= self.num_features:
+                self._raise_out_of_range(text, chunk, path, lines_before, shift)
+        index_dtype = chunk.indices.dtype
+        if self.num_features > np.iinfo(np.int32).max and index_dtype != np.int64:
+            chunk.indices, chunk.indptr = chunk.indices.astype(np.int64), chunk.indptr.astype(np.int64)
+        matrix = sp.csr_matrix((chunk.values, chunk.indices, chunk.indptr),
+                               shape=(chunk.num_rows, self.num_features), copy=False)
+        matrix.has_sorted_indices = True
+        return matrix, chunk.labels
+
+    def _raise_out_of_range(self, text, chunk, path, lines_before, shift):
+        from .libsvm import row_line_number
+        position = int(np.argmax(chunk.indices >= self.num_features))
+        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+        raise ValueError("%s, line %d: feature index %d is out of range for num_features=%d"
+                         % (path, row_line_number(text, row, lines_before),
+                            int(chunk.indices[position]) + shift, self.num_features))
+
+    def _batches(self, epoch):
+        rng = np.random.default_rng([self.seed, epoch])
+        pool = _Pool(self.num_features, self.dtype)
+        keep_back = self.shuffle_buffer
+        for path in self.paths:
+            for matrix, label in self._chunks(path):
+                pool.add(matrix, label)
+                del matrix, label
+                if keep_back:
+                    pool.shuffle(rng)
+                while len(pool) - keep_back >= self.batch_size:
+                    yield pool.take(self.batch_size)
+        if keep_back:
+            pool.shuffle(rng)
+        while len(pool) >= self.batch_size:
+            yield pool.take(self.batch_size)
+        if len(pool) and self.last_batch == "keep":
+            yield pool.take(len(pool))
+
+    def _ndarray_batches(self, epoch):
+        for matrix, label in self._batches(epoch):
+            yield CSRBatchify(matrix, label, self.dtype)(np.arange(matrix.shape[0]))
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1
+        if not self.prefetch:
+            yield from self._ndarray_batches(epoch)
+            return
+        with Prefetcher(self._ndarray_batches(epoch), depth=self.prefetch,
+                        name="gluon-sparse-stream") as batches:
+            yield from batches
