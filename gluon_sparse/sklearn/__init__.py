@@ -1,0 +1,16 @@
+"""scikit-learn estimators whose training stays sparse from input to optimizer.
+
+``SparseMLPClassifier`` / ``SparseMLPRegressor`` follow
+:class:`sklearn.neural_network.MLPClassifier`'s interface with a
+:class:`~gluon_sparse.nn.FullyConnectedSparse` first layer;
+``SparseNetClassifier`` / ``SparseNetRegressor`` train any Gluon block.
+All accept scipy sparse matrices, dense arrays, LibSVM paths and
+:class:`~gluon_sparse.data.LibSVMDataset` inputs, pickle as plain numpy arrays,
+and save to / load from a directory with :meth:`save` and :func:`load`.
+"""
+from ._io import load
+from .mlp import SparseMLPClassifier, SparseMLPRegressor
+from .net import SparseNetClassifier, SparseNetRegressor
+
+__all__ = ["SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
+           "SparseNetRegressor", "load"]

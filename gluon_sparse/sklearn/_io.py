@@ -1,0 +1,3 @@
+"""Placeholder replaced below."""
+def load(path):
+    return path

@@ -1,0 +1,216 @@
+"""Multi-layer perceptrons for sparse input with scikit-learn's MLP interface.
+
+The first layer is :class:`gluon_sparse.nn.FullyConnectedSparse`: a batch
+touches only the weight rows of its features and the weight gradient is
+``row_sparse``, so the cost of a step follows the number of non-zeros, not the
+number of features. The layers after it are ordinary ``gluon.nn.Dense``.
+"""
+from numbers import Integral
+
+import mxnet as mx
+from mxnet import gluon
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..nn import FullyConnectedSparse
+from ._base import BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin
+
+__all__ = ["SparseMLPClassifier", "SparseMLPRegressor"]
+
+# scikit-learn's activation names -> MXNet's act_type (None: no activation).
+_ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu": "relu"}
+
+
+class _BaseSparseMLP(BaseSparseNet):
+    """Network construction shared by the MLP classifier and regressor."""
+
+    _parameter_constraints = {
+        **BaseSparseNet._parameter_constraints,
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(_ACTIVATIONS))],
+    }
+
+    def _hidden_sizes(self):
+        sizes = self.hidden_layer_sizes
+        sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)
+        if any(not isinstance(size, Integral) or size < 1 for size in sizes):
+            raise ValueError("hidden_layer_sizes must be positive integers, got %r"
+                             % (self.hidden_layer_sizes,))
+        return [int(size) for size in sizes]
+
+    def _initializer(self):
+        # Glorot uniform with MLPClassifier's gains: sqrt(6 / (fan_in + fan_out)),
+        # sqrt(2 / ...) for the logistic activation.
+        magnitude = 1 if self.activation == "logistic" else 3
+        return mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=magnitude)
+
+    def _build_module(self, n_outputs):
+        act = _ACTIVATIONS[self.activation]
+        sizes = self._hidden_sizes()
+        module = gluon.nn.HybridSequential()
+        with module.name_scope():
+            if not sizes:
+                module.add(FullyConnectedSparse(n_outputs, in_units=self.n_features_in_))
+            else:
+                module.add(FullyConnectedSparse(sizes[0], activation=act,
+                                                in_units=self.n_features_in_))
+                for previous, size in zip(sizes, sizes[1:]):
+                    module.add(gluon.nn.Dense(size, activation=act, in_units=previous))
+                module.add(gluon.nn.Dense(n_outputs, in_units=sizes[-1]))
+        # One cached graph per batch shape: removes most of the per-operator
+        # Python overhead that dominates small batches.
+        module.hybridize(static_alloc=True)
+        return module
+
+
+_MLP_PARAMETERS_DOC = """
+    Parameters
+    ----------
+    hidden_layer_sizes : array-like of int, default (100,)
+        Units of the hidden layers; the first is a FullyConnectedSparse layer.
+        ``()`` gives a linear model.
+    activation : {'identity', 'logistic', 'tanh', 'relu'}, default 'relu'
+        Activation of the hidden layers.
+    alpha : float, default 1e-4
+        L2 penalty on the weights (not the biases), scaled like MLPClassifier's.
+    batch_size : int or 'auto', default 'auto'
+        Samples per mini-batch; 'auto' is ``min(200, n_samples)``.
+    learning_rate_init : float, default 1e-3
+        Step size of the optimizer.
+    max_iter : int, default 200
+        Maximum number of epochs.
+    shuffle : bool, default True
+        Reshuffle the samples every epoch.
+    random_state : int, RandomState or None, default None
+        Seeds the initial weights, the shuffling and the validation split; the
+        same value gives the same predictions.
+    tol : float, default 1e-4
+        Minimum improvement of the loss (or validation score) that counts.
+    verbose : bool, default False
+        Show a tqdm progress bar with the loss and validation score per epoch.
+    warm_start : bool, default False
+        Continue from the previous fit's weights.
+    early_stopping : bool, default False
+        Hold out ``validation_fraction`` of the data, stop when its score has
+        not improved by ``tol`` for ``n_iter_no_change`` epochs and keep the
+        best weights.
+    validation_fraction : float, default 0.1
+        Share of the training data held out for early stopping.
+    n_iter_no_change : int, default 10
+        Epochs without improvement before stopping.
+    optimizer : str, default 'sparseadam'
+        Name of a registered MXNet optimizer. 'sparseadam' is gluon-sparse's
+        standard (not lazy) Adam, fast on row_sparse gradients.
+    ctx : str or mxnet.Context, default 'cpu'
+        Device: 'cpu', 'gpu', 'gpu:N' or a context.
+"""
+
+_FITTED_ATTRIBUTES_DOC = """
+    loss_ : float
+        Loss of the last epoch (mean weighted loss plus the L2 penalty).
+    loss_curve_ : list of float
+        Loss of every epoch.
+    best_loss_ : float or None
+        Lowest loss seen; None with early stopping.
+    validation_scores_ : list of float or None
+        Score on the held-out data after every epoch (early stopping only).
+    best_validation_score_ : float or None
+        Best of ``validation_scores_``.
+    n_iter_ : int
+        Number of epochs run.
+    t_ : int
+        Number of training samples seen.
+    n_features_in_ : int
+        Number of features seen during fit.
+    n_outputs_ : int
+        Number of network outputs.
+    module_ : mxnet.gluon.HybridBlock
+        The trained network.
+"""
+
+
+class SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP):
+    __doc__ = """Multi-layer perceptron classifier whose first layer is sparse.
+
+    Same parameter names and fitted attributes as
+    :class:`sklearn.neural_network.MLPClassifier` where the meaning is the
+    same, but a step costs time in proportion to the non-zeros of the batch.
+    Binary problems have one sigmoid output, multiclass problems a softmax.
+    """ + _MLP_PARAMETERS_DOC + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.""" + _FITTED_ATTRIBUTES_DOC + """
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from gluon_sparse.sklearn import SparseMLPClassifier
+    >>> X = sp.random(100, 10000, density=0.001, format="csr", random_state=0)
+    >>> y = (X.sum(axis=1).A1 > 0.2).astype(int)
+    >>> clf = SparseMLPClassifier(hidden_layer_sizes=(16,), max_iter=5, random_state=0)
+    >>> clf.fit(X, y).predict(X[:3]).shape
+    (3,)
+    """
+
+    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
+                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
+                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 optimizer="sparseadam", ctx="cpu"):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.optimizer = optimizer
+        self.ctx = ctx
+
+
+class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):
+    __doc__ = """Multi-layer perceptron regressor whose first layer is sparse.
+
+    Squared loss, identity output; ``y`` may have several columns. Same
+    parameter names and fitted attributes as
+    :class:`sklearn.neural_network.MLPRegressor` where the meaning is the same.
+    """ + _MLP_PARAMETERS_DOC + """
+    Attributes
+    ----------""" + _FITTED_ATTRIBUTES_DOC + """
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from gluon_sparse.sklearn import SparseMLPRegressor
+    >>> X = sp.random(100, 10000, density=0.001, format="csr", random_state=0)
+    >>> reg = SparseMLPRegressor(hidden_layer_sizes=(16,), max_iter=5, random_state=0)
+    >>> reg.fit(X, np.asarray(X.sum(axis=1)).ravel()).predict(X[:3]).shape
+    (3,)
+    """
+
+    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
+                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
+                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 optimizer="sparseadam", ctx="cpu"):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.optimizer = optimizer
+        self.ctx = ctx
