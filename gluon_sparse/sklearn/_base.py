@@ -28,7 +28,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from tqdm.auto import tqdm
 
 from ._context import available_context, parse_context
-from ._data import is_libsvm_source, load_libsvm_source, padded_csr_batches, to_csr_ndarray
+from ..data import CSRDataset, SparseDataLoader
+from ._data import is_libsvm_source, load_libsvm_source, padded_csr_batches
 
 logger = logging.getLogger(__name__)
 
@@ -240,33 +241,41 @@ class BaseSparseNet(BaseEstimator):
             X, X_val, targets, targets_val, sample_weight, sample_weight_val = self._split_validation(
                 X, targets, sample_weight)
         n_samples = X.shape[0]
-        batch_size = self._batch_size(n_samples)
         weight_total = float(n_samples if sample_weight is None else sample_weight.sum())
         if weight_total <= 0:
             raise ValueError("sample_weight sums to %g; at least one sample needs a positive weight"
                              % weight_total)
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
         loss_fn = self._loss()
+        n_targets = 1 if targets.ndim == 1 else targets.shape[1]
+        # The weights travel as the label's last column, so that one loader
+        # (order, CSR assembly, background prefetch) serves both.
+        labels = targets.reshape(n_samples, n_targets)
+        if sample_weight is not None:
+            labels = np.column_stack([labels, sample_weight])
+        loader = SparseDataLoader(CSRDataset(X, labels), batch_size=self._batch_size(n_samples),
+                                  shuffle=self.shuffle, ctx=ctx, dtype=np.float32,
+                                  seed=int(self._random_state.randint(np.iinfo(np.int32).max)))
         epochs = 1 if incremental else self.max_iter
         progress = tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
                         disable=not self.verbose, leave=False)
         converged = False
         for _ in progress:
-            order = self._random_state.permutation(n_samples) if self.shuffle else None
             epoch_loss = mx.nd.zeros((1,), ctx=ctx)
-            for start in range(0, n_samples, batch_size):
-                rows = (order[start:start + batch_size] if order is not None
-                        else np.arange(start, min(start + batch_size, n_samples)))
-                batch_weight = None if sample_weight is None else sample_weight[rows]
-                weight_sum = len(rows) if batch_weight is None else float(batch_weight.sum())
-                if weight_sum <= 0:
-                    continue  # every sample of this batch has weight 0: nothing to learn
-                x = to_csr_ndarray(X[rows], ctx)
-                label = mx.nd.array(targets[rows], ctx=ctx, dtype=np.float32)
+            for x, label in loader:
+                if sample_weight is None:
+                    weight_sum, batch_weight = x.shape[0], None
+                else:
+                    batch_weight = label[:, n_targets]
+                    # A host copy of a label batch: it waits for no computation.
+                    weight_sum = float(batch_weight.asnumpy().sum())
+                    if weight_sum <= 0:
+                        continue  # every sample of this batch has weight 0: nothing to learn
+                target = label[:, 0] if n_targets == 1 else label[:, :n_targets]
                 with autograd.record():
-                    losses = loss_fn(module(x), label)
+                    losses = loss_fn(module(x), target)
                     if batch_weight is not None:
-                        losses = losses * mx.nd.array(batch_weight, ctx=ctx, dtype=np.float32)
+                        losses = losses * batch_weight
                 losses.backward()
                 # MLPClassifier's objective: weighted mean loss + alpha/2 ||W||^2 / weight sum.
                 trainer.optimizer.wd = self.alpha / weight_sum
