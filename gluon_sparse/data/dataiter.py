@@ -1,5 +1,9 @@
 """An ``mx.io.DataIter`` over a :class:`SparseDataLoader` for the Module API."""
 import mxnet as mx
+import numpy as np
+import scipy.sparse as sp
+
+from .batchify import csr_to_ndarray
 
 __all__ = ["SparseNDArrayIter"]
 
@@ -16,9 +20,11 @@ class SparseNDArrayIter(mx.io.DataIter):
 
     Notes
     -----
-    ``provide_data`` describes a full batch; a final smaller batch is yielded
-    as is with ``pad=0`` (the Module API reshapes for it). The descriptions
-    are read from the first batch, which is therefore built on construction.
+    Every batch has the shape in ``provide_data``: a final smaller batch is
+    padded with empty (all-zero) rows and zero labels, and ``DataBatch.pad``
+    says how many (``Module.predict`` drops them), because MXNet's executors
+    cannot reshape for sparse inputs. The descriptions are read from the
+    first batch, which is therefore built on construction.
 
     Examples
     --------
@@ -65,11 +71,19 @@ class SparseNDArrayIter(mx.io.DataIter):
         else:
             batch = next(self._iterator)
         data, label = batch
-        if data.shape[0] == self.batch_size:
-            provide_data, provide_label = self._provide_data, self._provide_label
-        else:  # the final smaller batch describes its own shape
-            provide_data = [mx.io.DataDesc(self._data_name, data.shape, data.dtype, layout="NC")]
-            provide_label = [] if label is None else [
-                mx.io.DataDesc(self._label_name, label.shape, label.dtype, layout="NC"[:label.ndim])]
-        return mx.io.DataBatch(data=[data], label=None if label is None else [label], pad=0,
-                               provide_data=provide_data, provide_label=provide_label)
+        pad = self.batch_size - data.shape[0]
+        if pad > 0:
+            data, label = self._pad(data, label, pad)
+        return mx.io.DataBatch(data=[data], label=None if label is None else [label], pad=pad,
+                               provide_data=self._provide_data, provide_label=self._provide_label)
+
+    @staticmethod
+    def _pad(data, label, pad):
+        padded = sp.vstack([data.asscipy(), sp.csr_matrix((pad, data.shape[1]), dtype=data.dtype)],
+                           format="csr")
+        data = csr_to_ndarray(padded, ctx=data.context)
+        if label is not None:
+            zeros = np.zeros((pad,) + label.shape[1:], dtype=label.dtype)
+            label = mx.nd.array(np.concatenate([label.asnumpy(), zeros]), ctx=label.context,
+                                dtype=label.dtype)
+        return data, label

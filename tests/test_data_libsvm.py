@@ -1,0 +1,237 @@
+"""load_libsvm against sklearn.datasets.load_svmlight_file: fixtures, features, errors, fuzz."""
+import bz2
+import glob
+import gzip
+import io
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import load_svmlight_file, load_svmlight_files
+
+import sklearn
+from gluon_sparse.data import load_libsvm
+
+SKLEARN_DATA = os.path.join(os.path.dirname(sklearn.__file__), "datasets", "tests", "data")
+HEART_SCALE = "/work/shared/data/heart_scale"
+VALID_FIXTURES = ["svmlight_classification.txt", "svmlight_multilabel.txt"]
+INVALID_FIXTURES = ["svmlight_invalid.txt", "svmlight_invalid_order.txt"]
+
+
+def assert_same(ours, reference, multilabel=False):
+    X, y = ours
+    X_ref, y_ref = reference
+    assert sp.isspmatrix_csr(X) and X.has_sorted_indices
+    assert X.shape == X_ref.shape
+    np.testing.assert_array_equal(X.indptr, X_ref.indptr)
+    np.testing.assert_array_equal(X.indices, X_ref.indices)
+    np.testing.assert_array_equal(X.data, X_ref.data.astype(X.dtype))
+    if multilabel:
+        assert [len(t) for t in y] == [len(t) for t in y_ref]
+        np.testing.assert_array_equal([v for t in y for v in t], [v for t in y_ref for v in t])
+    else:
+        np.testing.assert_array_equal(y, y_ref)
+
+
+def write(tmp_path, text, name="data.libsvm"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return str(path)
+
+
+def test_sklearn_fixtures_are_installed():
+    found = {os.path.basename(p) for p in glob.glob(os.path.join(SKLEARN_DATA, "svmlight_*.txt"))}
+    assert set(VALID_FIXTURES + INVALID_FIXTURES) <= found
+
+
+@pytest.mark.parametrize("name", VALID_FIXTURES)
+@pytest.mark.parametrize("zero_based", ["auto", True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_valid_sklearn_fixtures_match(name, zero_based, dtype):
+    path = os.path.join(SKLEARN_DATA, name)
+    multilabel = "multilabel" in name
+    kwargs = dict(zero_based=zero_based, multilabel=multilabel)
+    assert_same(load_libsvm(path, dtype=dtype, **kwargs),
+                load_svmlight_file(path, dtype=np.dtype(dtype), **kwargs), multilabel)
+
+
+def test_invalid_label_fixture_raises_naming_file_line_and_token():
+    path = os.path.join(SKLEARN_DATA, "svmlight_invalid.txt")
+    with pytest.raises(ValueError):
+        load_svmlight_file(path)
+    with pytest.raises(ValueError, match=r"svmlight_invalid\.txt, line 1: invalid label 'python'"):
+        load_libsvm(path)
+
+
+def test_invalid_order_fixture_raises_when_sorted_order_is_required():
+    path = os.path.join(SKLEARN_DATA, "svmlight_invalid_order.txt")
+    with pytest.raises(ValueError):
+        load_svmlight_file(path)
+    with pytest.raises(ValueError, match=r"line 1: feature index 2 in '2:-5.2' is smaller"):
+        load_libsvm(path, allow_unsorted=False)
+
+
+def test_unsorted_rows_are_sorted_by_default(tmp_path):
+    # The same rows written in order are what scikit-learn accepts.
+    unsorted = write(tmp_path, "-1 5:2.5 2:-5.2 15:1.5\n1 3:1 1:2\n", "unsorted")
+    ordered = write(tmp_path, "-1 2:-5.2 5:2.5 15:1.5\n1 1:2 3:1\n", "ordered")
+    assert_same(load_libsvm(unsorted, dtype="float64"), load_svmlight_file(ordered))
+    X, _ = load_libsvm(os.path.join(SKLEARN_DATA, "svmlight_invalid_order.txt"))
+    assert X.has_sorted_indices and list(X.indices) == [1, 4, 14]
+
+
+def test_duplicate_index_raises_like_sklearn(tmp_path):
+    for text in ["1 3:1 3:2\n", "1 5:1 3:1 5:2\n"]:
+        path = write(tmp_path, "1 1:1\n" + text)
+        with pytest.raises(ValueError):
+            load_svmlight_file(path)
+        with pytest.raises(ValueError, match=r"line 2: duplicate feature index"):
+            load_libsvm(path)
+
+
+def test_heart_scale_matches():
+    for dtype in ["float32", "float64"]:
+        assert_same(load_libsvm(HEART_SCALE, dtype=dtype),
+                    load_svmlight_file(HEART_SCALE, dtype=np.dtype(dtype)))
+
+
+def test_format_features_match_sklearn(tmp_path):
+    text = ("# header comment\n"
+            "\n"
+            "1 qid:3 1:0.5 7:-2e3\r\n"
+            "-1\t2:1.5\t\t4:.25 # trailing comment\n"
+            "   \t \n"
+            "0\n"                        # label-only row
+            "+2.5 3:1E-3 10:-0 11:inf\r\n"
+            "1 qid:4 5:1")               # no final newline
+    path = write(tmp_path, text)
+    for zero_based in ["auto", True, False]:
+        assert_same(load_libsvm(path, dtype="float64", zero_based=zero_based),
+                    load_svmlight_file(path, zero_based=zero_based))
+    X, y = load_libsvm(path)
+    assert X.shape == (5, 11) and list(y) == [1, -1, 0, 2.5, 1]
+
+
+def test_multilabel_rows(tmp_path):
+    path = write(tmp_path, "1,3 1:1\n2 2:2\n3:1 4:4\n3,1,2\n")
+    assert_same(load_libsvm(path, multilabel=True, dtype="float64"),
+                load_svmlight_file(path, multilabel=True), multilabel=True)
+    _, y = load_libsvm(path, multilabel=True)
+    assert y == [(1.0, 3.0), (2.0,), (), (1.0, 2.0, 3.0)]
+
+
+@pytest.mark.parametrize("opener,suffix", [(gzip.open, ".gz"), (bz2.open, ".bz2")])
+def test_compressed_files(tmp_path, opener, suffix):
+    path = str(tmp_path / ("heart" + suffix))
+    with open(HEART_SCALE, "rb") as src, opener(path, "wb") as dst:
+        dst.write(src.read())
+    assert_same(load_libsvm(path, dtype="float64"), load_svmlight_file(path))
+
+
+def test_several_files_concatenate_like_load_svmlight_files(tmp_path):
+    a = write(tmp_path, "1 1:1 3:2\n0 2:5\n", "a")
+    b = write(tmp_path, "1 7:1\n", "b")
+    X_a, y_a, X_b, y_b = load_svmlight_files([a, b])
+    X, y = load_libsvm([a, b], dtype="float64")
+    assert_same((X, y), (sp.vstack([X_a, X_b], format="csr"), np.concatenate([y_a, y_b])))
+    # 'auto' is decided over all files: index 0 in one file makes every file zero-based.
+    c = write(tmp_path, "1 0:1\n", "c")
+    X, _ = load_libsvm([a, c])
+    assert X.shape == (3, 4) and X[0].indices.tolist() == [1, 3]
+
+
+def test_num_features(tmp_path):
+    path = write(tmp_path, "1 1:1 3:2\n0 2:5\n")
+    X, _ = load_libsvm(path, num_features=10)
+    assert X.shape == (2, 10)
+    X_ref, _ = load_svmlight_file(path, n_features=10)
+    assert_same(load_libsvm(path, num_features=10, dtype="float64"), (X_ref, _))
+
+
+def test_index_beyond_num_features_names_the_line(tmp_path):
+    path = write(tmp_path, "1 1:1\n# comment\n\n0 2:5 4:1\n1 1:1\n")
+    # The index is quoted as written in the file (one-based here).
+    with pytest.raises(ValueError, match=r"data\.libsvm, line 4: feature index 4 is out of range "
+                                         r"for num_features=3 \(indices are one-based"):
+        load_libsvm(path, num_features=3)
+    with pytest.raises(ValueError, match=r"line 4: feature index 4 is out of range"):
+        load_libsvm(path, num_features=4, zero_based=True)
+
+
+@pytest.mark.parametrize("text,zero_based,pattern", [
+    ("1 1:1\n1 -3:2\n", "auto", r"line 2: invalid feature index in '-3:2': indices must not be negative"),
+    ("1 1:1\n\n1 0:2\n", False, r"line 3: invalid feature index in '0:2': index 0 with zero_based=False"),
+    ("1 1:1\n1 2:x\n", "auto", r"line 2: invalid feature value in '2:x'"),
+    ("1 1:1\n1 a:1\n", "auto", r"line 2: invalid feature index in 'a:1'"),
+    ("1 1:1\n1 1:1 7\n", "auto", r"line 2: invalid feature '7' \(expected index:value\)"),
+    ("1 1:1\n1 qid:x 2:1\n", "auto", r"line 2: invalid query id 'qid:x'"),
+    ("1e 1:1\n", "auto", r"line 1: invalid label '1e'"),
+    ("1 99999999999999999999:1\n", "auto", r"line 1: feature index in '9+:1' is too large"),
+])
+def test_malformed_input_names_file_line_and_token(tmp_path, text, zero_based, pattern):
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError, match=r"data\.libsvm, " + pattern):
+        load_libsvm(path, zero_based=zero_based)
+
+
+def test_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_libsvm(str(tmp_path / "absent.libsvm"))
+
+
+def test_empty_file_gives_an_empty_dataset(tmp_path):
+    for text in ["", "# only a comment\n\n"]:
+        path = write(tmp_path, text)
+        X, y = load_libsvm(path)
+        X_ref, y_ref = load_svmlight_file(path)
+        assert X.shape == X_ref.shape == (0, 1) and y.shape == y_ref.shape == (0,)
+
+
+def test_parallel_parse_equals_single_thread_and_reports_the_first_error(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(40000):  # about 3 MB: three parser threads
+        idx = np.sort(rng.choice(100000, size=rng.integers(0, 12), replace=False)) + 1
+        lines.append("%d %s" % (i % 3, " ".join("%d:%.6g" % (j, rng.normal()) for j in idx)))
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    reference = load_svmlight_file(path, dtype=np.float32)
+    for threads in [1, 2, 5]:
+        assert_same(load_libsvm(path, num_threads=threads), reference)
+    lines[30000] = "1 5:oops"
+    lines[35000] = "1 6:later"
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"line 30001: invalid feature value in '5:oops'"):
+        load_libsvm(path, num_threads=4)
+
+
+# Bytes that matter to the grammar, plus a few that Python's int()/float() treat specially.
+_ALPHABET = b"0123456789 \t\r\n:#.,-+eEqidnaf_\x00\x0b\x0c\x1c\xa0x"
+_lines = st.lists(st.sampled_from([b"1 1:1", b"2 qid:3 4:5 1:2", b"-1 0:1e-400", b"3,1 2:1e400",
+                                   b"#c", b"", b"  \t", b"nan 3:-inf", b"1 10:1 2:2"])
+                  | st.binary(max_size=12).map(lambda b: b), max_size=6)
+_text = (st.lists(st.sampled_from(list(_ALPHABET)), max_size=60).map(bytes)
+         | _lines.map(lambda parts: b"\n".join(parts))
+         | st.binary(max_size=80))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_text, multilabel=st.booleans())
+def test_fuzz_bytes_give_value_error_or_the_sklearn_result(tmp_path, text, multilabel):
+    path = write(tmp_path, text, "fuzz")
+    try:
+        ours = load_libsvm(path, dtype="float64", multilabel=multilabel)
+    except ValueError:
+        ours = None
+    try:
+        reference = load_svmlight_file(io.BytesIO(text), multilabel=multilabel)
+    except (ValueError, OverflowError):
+        reference = None
+    if ours is not None and reference is not None:
+        assert_same(ours, reference, multilabel)
+    elif ours is not None:
+        # The one documented extension: rows with unsorted indices are sorted.
+        with pytest.raises(ValueError):
+            load_libsvm(path, dtype="float64", multilabel=multilabel, allow_unsorted=False)

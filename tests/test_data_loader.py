@@ -1,0 +1,201 @@
+"""Datasets, samplers, SparseDataLoader and the DataIter adapter against scipy/NumPy/Gluon."""
+import os
+import threading
+
+import mxnet as mx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from gluon_sparse.data import (BatchSampler, CSRDataset, LibSVMDataset, PartitionSampler,
+                               SparseDataLoader, SparseNDArrayIter, load_libsvm)
+
+HEART_SCALE = "/work/shared/data/heart_scale"
+
+
+def random_csr(rows=103, cols=5000, seed=0):
+    return sp.random(rows, cols, density=0.002, format="csr", dtype=np.float32, random_state=seed)
+
+
+def collect(loader):
+    """All batches of one epoch as (scipy CSR, numpy label) pairs."""
+    out = []
+    for data, label in loader:
+        assert isinstance(data, mx.nd.sparse.CSRNDArray)
+        out.append((data.asscipy(), None if label is None else label.asnumpy()))
+    return out
+
+
+def test_libsvm_dataset_attributes_and_items():
+    ds = LibSVMDataset(HEART_SCALE)
+    X_ref, y_ref = load_svmlight_file(HEART_SCALE, dtype=np.float32)
+    assert len(ds) == 270 and ds.num_features == 13
+    assert (ds.data != X_ref).nnz == 0
+    np.testing.assert_array_equal(ds.label, y_ref)
+    row, label = ds[5]
+    assert row.shape == (1, 13) and label == y_ref[5]
+    np.testing.assert_array_equal(row.toarray(), X_ref[5].toarray())
+    with pytest.raises(IndexError):
+        ds[270]
+
+
+def test_libsvm_dataset_cache_is_keyed_by_size_and_mtime(tmp_path):
+    path = tmp_path / "train.libsvm"
+    path.write_text("1 1:1 3:2\n0 2:5\n")
+    cache_dir = str(tmp_path / "cache")
+    first = LibSVMDataset(str(path), cache=cache_dir)
+    assert len(os.listdir(cache_dir)) == 1
+    second = LibSVMDataset(str(path), cache=cache_dir)
+    assert (first.data != second.data).nnz == 0
+    np.testing.assert_array_equal(first.label, second.label)
+    path.write_text("1 1:1 3:2\n0 2:5\n1 4:1\n")  # new size and mtime: a new entry
+    third = LibSVMDataset(str(path), cache=cache_dir)
+    assert len(third) == 3 and len(os.listdir(cache_dir)) == 2
+
+
+def test_csr_dataset_accepts_sparse_dense_and_checks_labels():
+    dense = np.array([[0, 1.5, 0], [2, 0, 0]], dtype=np.float64)
+    for data in [dense, sp.coo_matrix(dense), sp.csc_matrix(dense), mx.nd.array(dense).tostype("csr")]:
+        ds = CSRDataset(data, np.array([1, 0]))
+        assert sp.isspmatrix_csr(ds.data) and ds.data.has_sorted_indices
+        np.testing.assert_array_equal(ds.data.toarray(), dense)
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([2, 0]), np.array([0, 2])), shape=(1, 3))
+    ds = CSRDataset(unsorted)
+    assert ds.data.indices.tolist() == [0, 2] and unsorted.indices.tolist() == [2, 0]
+    assert ds.label is None
+    with pytest.raises(ValueError, match=r"label has shape \(3,\) but data has 2 rows"):
+        CSRDataset(dense, np.zeros(3))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, 3])
+def test_batches_equal_scipy_row_slices(prefetch, num_workers):
+    X = random_csr()
+    y = np.arange(X.shape[0], dtype=np.float32)
+    loader = SparseDataLoader(CSRDataset(X, y), batch_size=10, shuffle=True, seed=3,
+                              prefetch=prefetch, num_workers=num_workers)
+    batches = collect(loader)
+    assert len(batches) == len(loader) == 11
+    order = np.concatenate([label for _, label in batches]).astype(np.int64)
+    assert sorted(order.tolist()) == list(range(X.shape[0]))
+    assert order.tolist() != list(range(X.shape[0]))
+    stacked = sp.vstack([data for data, _ in batches], format="csr")
+    assert stacked.shape == X.shape
+    np.testing.assert_array_equal(stacked.toarray(), X[order].toarray())
+
+
+def test_two_dimensional_labels_and_dtype():
+    X = random_csr(rows=20)
+    y = np.arange(40).reshape(20, 2)
+    data, label = next(iter(SparseDataLoader(CSRDataset(X, y), batch_size=8, dtype="float64")))
+    assert data.dtype == np.float64 and label.dtype == np.float64 and label.shape == (8, 2)
+    np.testing.assert_array_equal(label.asnumpy(), y[:8])
+
+
+def test_seed_repeats_epochs_and_epochs_differ():
+    ds = CSRDataset(random_csr(), np.arange(103))
+
+    def epochs(loader, n=3):
+        return [np.concatenate([label.asnumpy() for _, label in loader]).tolist() for _ in range(n)]
+
+    run_a = epochs(SparseDataLoader(ds, batch_size=16, shuffle=True, seed=7))
+    run_b = epochs(SparseDataLoader(ds, batch_size=16, shuffle=True, seed=7))
+    assert run_a == run_b
+    assert run_a[0] != run_a[1] != run_a[2]
+    assert epochs(SparseDataLoader(ds, batch_size=16, shuffle=True, seed=8))[0] != run_a[0]
+
+
+@pytest.mark.parametrize("last_batch", ["keep", "discard", "rollover"])
+def test_last_batch_matches_gluon_batch_sampler(last_batch):
+    ours = SparseDataLoader(CSRDataset(random_csr(rows=23), np.arange(23)), batch_size=5,
+                            last_batch=last_batch, prefetch=0)
+    gluon = mx.gluon.data.BatchSampler(mx.gluon.data.SequentialSampler(23), 5, last_batch)
+    for _ in range(3):
+        assert len(ours) == len(gluon)
+        expected = [list(b) for b in gluon]
+        got = [label.asnumpy().astype(int).tolist() for _, label in ours]
+        assert got == expected
+
+
+def test_partitions_are_disjoint_equal_and_strided():
+    ds = CSRDataset(random_csr(rows=103), np.arange(103))
+    parts = []
+    for k in range(4):
+        loader = SparseDataLoader(ds, batch_size=7, shuffle=True, seed=1, num_parts=4, part_index=k)
+        labels = np.concatenate([label.asnumpy() for _, label in loader]).astype(int)
+        assert len(labels) == 103 // 4 and len(loader) == 4
+        assert sorted(labels.tolist()) == list(range(k, 100, 4))
+        parts.append(set(labels.tolist()))
+    assert set.union(*parts) == set(range(100))
+    with pytest.raises(ValueError, match="part_index"):
+        SparseDataLoader(ds, batch_size=7, num_parts=4, part_index=4)
+
+
+def test_samplers_and_batch_sampler_arguments():
+    ds = CSRDataset(random_csr(rows=10), np.arange(10))
+    reverse = list(range(9, -1, -1))
+    got = [label.asnumpy().astype(int).tolist() for _, label in
+           SparseDataLoader(ds, batch_size=4, sampler=reverse)]
+    assert got == [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
+    got = [label.asnumpy().astype(int).tolist() for _, label in
+           SparseDataLoader(ds, batch_sampler=[[3, 1], [0]])]
+    assert got == [[3, 1], [0]]
+    with pytest.raises(ValueError, match="batch_size must be given"):
+        SparseDataLoader(ds)
+    with pytest.raises(ValueError, match="must not be given with batch_sampler"):
+        SparseDataLoader(ds, batch_size=2, batch_sampler=[[0]])
+    with pytest.raises(ValueError, match="custom sampler"):
+        SparseDataLoader(ds, batch_size=2, sampler=reverse, shuffle=True)
+    assert [b.tolist() for b in BatchSampler(PartitionSampler(5), 2)] == [[0, 1], [2, 3], [4]]
+
+
+def test_generic_gluon_dataset_falls_back_to_stacking_samples():
+    X = random_csr(rows=9)
+    samples = mx.gluon.data.SimpleDataset([(X[i], float(i)) for i in range(9)])
+    batches = collect(SparseDataLoader(samples, batch_size=4))
+    np.testing.assert_array_equal(sp.vstack([d for d, _ in batches]).toarray(), X.toarray())
+    assert np.concatenate([label for _, label in batches]).tolist() == list(range(9))
+
+
+def test_unlabelled_dataset_yields_none_labels():
+    batches = collect(SparseDataLoader(CSRDataset(random_csr(rows=6)), batch_size=4))
+    assert [label for _, label in batches] == [None, None]
+
+
+def test_ctx_copies_in_background():
+    loader = SparseDataLoader(CSRDataset(random_csr(rows=12), np.arange(12)), batch_size=5,
+                              ctx=mx.cpu(0))
+    for data, label in loader:
+        assert data.context == mx.cpu(0) and label.context == mx.cpu(0)
+    assert threading.active_count() == 1
+
+
+def test_data_iter_serves_module_api():
+    X, y = load_libsvm(HEART_SCALE)
+    loader = SparseDataLoader(CSRDataset(X, (y > 0).astype(np.float32)), batch_size=64)
+    it = loader.as_data_iter()
+    assert isinstance(it, mx.io.DataIter) and isinstance(it, SparseNDArrayIter)
+    assert it.provide_data[0].name == "data" and it.provide_data[0].shape == (64, 13)
+    assert it.provide_label[0].name == "softmax_label" and it.provide_label[0].shape == (64,)
+    for _ in range(2):
+        batches = list(it)
+        # The last batch is padded to the full size with empty rows (MXNet's
+        # executors cannot reshape for sparse input); pad says how many.
+        assert [b.data[0].shape[0] for b in batches] == [64] * 5
+        assert [b.pad for b in batches] == [0, 0, 0, 0, 50]
+        stacked = sp.vstack([b.data[0].asscipy() for b in batches]).tocsr()
+        assert (stacked[:270] != X).nnz == 0 and stacked[270:].nnz == 0
+        assert batches[-1].label[0].asnumpy()[14:].tolist() == [0] * 50
+        it.reset()
+
+    # A sparse linear model trained through Module.fit reaches a sensible accuracy.
+    data = mx.sym.var("data", stype="csr")
+    weight = mx.sym.var("weight", shape=(13, 2), stype="row_sparse")
+    out = mx.sym.SoftmaxOutput(mx.sym.sparse.dot(data, weight), name="softmax")
+    module = mx.mod.Module(out, data_names=["data"], label_names=["softmax_label"])
+    module.fit(it, num_epoch=5, optimizer="sgd", optimizer_params={"learning_rate": 0.5},
+               initializer=mx.init.Zero())
+    it.reset()
+    accuracy = dict(module.score(it, "acc"))["accuracy"]
+    assert accuracy > 0.75
