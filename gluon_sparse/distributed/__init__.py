@@ -3,6 +3,9 @@
 * :func:`split_and_load_batch` splits a CSR batch and its labels across the
   devices of one machine (uneven splits included); :func:`shard_slice` gives
   each worker its even share of a dataset.
+* :func:`check_dist_params` refuses, with a clear message, layers that
+  MXNet 1.9.1's ``dist_*`` kvstore cannot train (dense weight, row_sparse
+  gradient: its server aborts).
 * :mod:`~gluon_sparse.distributed.launcher` starts the scheduler, servers and
   workers of a ``dist_sync`` / ``dist_async`` job (``gluon-sparse launch``).
 * :mod:`~gluon_sparse.distributed.server` is what the scheduler and the
@@ -13,6 +16,7 @@ The communication itself is MXNet's: ``gluon.Trainer`` with a ``'device'`` or
 :class:`~gluon_sparse.nn.row_sparse_weight.FullyConnectedSparseRowSparseWeight`
 pulls only the weight rows a batch touches.
 """
+from .checks import check_dist_params
 from .split import part_sizes, shard_slice, split_and_load_batch
 
-__all__ = ["part_sizes", "shard_slice", "split_and_load_batch"]
+__all__ = ["check_dist_params", "part_sizes", "shard_slice", "split_and_load_batch"]

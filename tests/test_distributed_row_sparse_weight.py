@@ -1,0 +1,140 @@
+"""FullyConnectedSparseRowSparseWeight: same math as FullyConnectedSparse, rows pulled per batch."""
+import mxnet as mx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mxnet import autograd, gluon
+
+from gluon_sparse.distributed import check_dist_params
+from gluon_sparse.nn import FullyConnectedSparse
+from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
+
+
+def random_csr(rows, cols, density, seed):
+    rng = np.random.default_rng(seed)
+    x = sp.random(rows, cols, density=density, format="csr", dtype=np.float32, random_state=rng)
+    x.data = rng.integers(1, 9, size=x.nnz).astype(np.float32) / 8
+    return x
+
+
+def layer_with_trainer(units=3, in_units=50, optimizer="sgd", **kwargs):
+    layer = FullyConnectedSparseRowSparseWeight(units, in_units=in_units, **kwargs)
+    layer.initialize(mx.init.Uniform(1.0))
+    trainer = gluon.Trainer(layer.collect_params(), optimizer, {"learning_rate": 0.1})
+    return layer, trainer
+
+
+def full_weight(layer):
+    return layer.weight.row_sparse_data(mx.nd.arange(layer.in_units)).asnumpy()
+
+
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_forward_matches_numpy(activation):
+    layer, _ = layer_with_trainer(activation=activation)
+    x = random_csr(6, 50, 0.1, seed=0)
+    weight, bias = full_weight(layer), layer.bias.data().asnumpy()
+    expected = x @ weight + bias
+    if activation == "relu":
+        expected = np.maximum(expected, 0)
+    np.testing.assert_allclose(layer(mx.nd.sparse.csr_matrix(x)).asnumpy(), expected, rtol=1e-5)
+    # Dense input gives the same result (converted to CSR first).
+    np.testing.assert_allclose(layer(mx.nd.array(x.toarray())).asnumpy(), expected, rtol=1e-5)
+
+
+def test_forward_pulls_only_the_rows_of_the_batch():
+    layer, _ = layer_with_trainer()
+    x = mx.nd.sparse.csr_matrix(([1.0, 2.0, 3.0], [7, 3, 7], [0, 2, 3]), shape=(2, 50))
+    layer(x)
+    held = layer.weight._data[0]
+    assert held.stype == "row_sparse"
+    np.testing.assert_array_equal(np.sort(held.indices.asnumpy()), [3, 7])
+
+
+def test_gradient_is_row_sparse_on_the_batch_rows_and_equals_dense_layer():
+    x = random_csr(4, 50, 0.08, seed=1)
+    layer, _ = layer_with_trainer(units=3)
+    reference = FullyConnectedSparse(3, in_units=50)
+    reference.initialize()
+    reference.weight.set_data(mx.nd.array(full_weight(layer)))
+    reference.bias.set_data(layer.bias.data())
+    for block in (layer, reference):
+        with autograd.record():
+            loss = (block(mx.nd.sparse.csr_matrix(x)) ** 2).sum()
+        loss.backward()
+    grad = layer.weight.grad()
+    assert grad.stype == "row_sparse"
+    np.testing.assert_array_equal(np.sort(grad.indices.asnumpy()), np.unique(x.indices))
+    np.testing.assert_allclose(grad.asnumpy(), reference.weight.grad().asnumpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_training_equals_fully_connected_sparse(optimizer):
+    x = random_csr(40, 50, 0.06, seed=2)
+    target = np.random.default_rng(3).standard_normal((40, 3)).astype(np.float32)
+    layer, trainer = layer_with_trainer(optimizer=optimizer)
+    reference = FullyConnectedSparse(3, in_units=50)
+    reference.initialize()
+    reference.weight.set_data(mx.nd.array(full_weight(layer)))
+    reference.bias.set_data(layer.bias.data())
+    reference_trainer = gluon.Trainer(reference.collect_params(), optimizer,
+                                      {"learning_rate": 0.1})
+    for block, block_trainer in ((layer, trainer), (reference, reference_trainer)):
+        for start in range(0, 40, 8):
+            batch = mx.nd.sparse.csr_matrix(x[start:start + 8])
+            with autograd.record():
+                loss = ((block(batch) - mx.nd.array(target[start:start + 8])) ** 2).sum()
+            loss.backward()
+            block_trainer.step(8)
+    # Both update only the rows present in each batch (lazy row_sparse updates).
+    np.testing.assert_allclose(full_weight(layer), reference.weight.data().asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer.bias.data().asnumpy(), reference.bias.data().asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    layer, _ = layer_with_trainer()
+    path = str(tmp_path / "layer.params")
+    layer.save_parameters(path)
+    loaded = mx.nd.load(path)
+    np.testing.assert_array_equal(loaded["weight"].tostype("default").asnumpy(), full_weight(layer))
+    other, _ = layer_with_trainer()
+    other.load_parameters(path)
+    np.testing.assert_array_equal(full_weight(other), full_weight(layer))
+
+
+def test_empty_batch_gives_empty_output():
+    layer, _ = layer_with_trainer(units=4)
+    empty = mx.nd.sparse.csr_matrix((np.zeros(0, np.float32), np.zeros(0, np.int64), [0]),
+                                    shape=(0, 50))
+    assert layer(empty).shape == (0, 4)
+
+
+def test_bad_input_and_arguments_are_named():
+    layer, _ = layer_with_trainer()
+    with pytest.raises(ValueError, match=r"built for 50 input features .* shape \(2, 49\)"):
+        layer(mx.nd.sparse.zeros("csr", (2, 49)))
+    with pytest.raises(ValueError, match="2-D"):
+        layer(mx.nd.zeros((50,)))
+    with pytest.raises(TypeError, match="float32 parameters but the input is float64"):
+        layer(mx.nd.zeros((2, 50), dtype="float64"))
+    with pytest.raises(TypeError, match="NDArray or CSRNDArray"):
+        layer(np.zeros((2, 50), dtype=np.float32))
+    with pytest.raises(ValueError, match="in_units must be a positive int"):
+        FullyConnectedSparseRowSparseWeight(3, in_units=0)
+    untrained = FullyConnectedSparseRowSparseWeight(3, in_units=50)
+    untrained.initialize()
+    with pytest.raises(RuntimeError, match="no Trainer"):
+        untrained(mx.nd.sparse.zeros("csr", (2, 50)))
+
+
+def test_check_dist_params_refuses_dense_weight_with_sparse_gradient():
+    dense_weight = FullyConnectedSparse(4, in_units=10)
+    row_sparse_weight = FullyConnectedSparseRowSparseWeight(4, in_units=10)
+    with pytest.raises(ValueError, match=r"dist_sync cannot train .*weight"):
+        check_dist_params(dense_weight.collect_params(), "dist_sync")
+    check_dist_params(dense_weight.collect_params(), "device")
+    check_dist_params(row_sparse_weight.collect_params(), "dist_sync")
+    check_dist_params(FullyConnectedSparse(4, in_units=10, weight_grad_stype="default")
+                      .collect_params(), "dist_async")
