@@ -359,6 +359,44 @@ class BaseSparseNet(BaseEstimator):
         check_is_fitted(self, "n_outputs_")
         return self._forward(self._validate_X(X, reset=False))
 
+    # ------------------------------------------------------------------ persistence
+    def save(self, path):
+        """Write the fitted estimator to the directory ``path``, without pickle.
+
+        The network's parameters go to ``network.params`` (MXNet's format),
+        the hyper-parameters and ``classes_`` to ``estimator.json``. The
+        directory is written under a temporary name and renamed into place.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Model directory (replaced if it already holds a model).
+        """
+        from ._io import save
+        save(self, path)
+
+    @classmethod
+    def load(cls, path, **params):
+        """Read an estimator of this class written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Model directory.
+        **params
+            Hyper-parameters replacing the saved ones (see :func:`gluon_sparse.sklearn.load`).
+
+        Returns
+        -------
+        estimator of this class
+        """
+        from ._io import load
+        estimator = load(path, **params)
+        if not isinstance(estimator, cls):
+            raise TypeError("%s holds a %s, not a %s" % (path, type(estimator).__name__,
+                                                         cls.__name__))
+        return estimator
+
     # ------------------------------------------------------------------ pickling
     def __getstate__(self):
         # A copy: on Python 3.11+ BaseEstimator may hand back the live __dict__.

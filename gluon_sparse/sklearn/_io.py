@@ -1,3 +1,243 @@
-"""Placeholder replaced below."""
-def load(path):
-    return path
+"""Saving fitted estimators to a directory without pickle, and loading them back.
+
+A model directory holds two files:
+
+``network.params``
+    The network's parameters in MXNet's own format
+    (:meth:`mxnet.gluon.Block.save_parameters`), readable by any MXNet.
+``estimator.json``
+    The estimator class, its hyper-parameters, ``classes_`` and the fitted
+    bookkeeping (``loss_curve_``, ``n_iter_``, ...).
+
+The directory is written next to its destination under a temporary name and
+renamed into place, so an interrupted save never leaves a half-written model.
+"""
+import importlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+
+import mxnet as mx
+import numpy as np
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+
+from .._version import __version__
+from ._context import available_context
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["save", "load", "PARAMS_FILE", "META_FILE"]
+
+PARAMS_FILE = "network.params"
+META_FILE = "estimator.json"
+FORMAT = "gluon-sparse-estimator"
+FORMAT_VERSION = 1
+
+# Fitted attributes stored verbatim in the JSON (all numbers or lists of numbers).
+_FITTED_NUMBERS = ("n_features_in_", "n_outputs_", "n_iter_", "t_", "loss_", "loss_curve_",
+                   "best_loss_", "validation_scores_", "best_validation_score_")
+
+
+def _estimator_classes():
+    from .mlp import SparseMLPClassifier, SparseMLPRegressor
+    from .net import SparseNetClassifier, SparseNetRegressor
+    return {cls.__name__: cls for cls in (SparseMLPClassifier, SparseMLPRegressor,
+                                           SparseNetClassifier, SparseNetRegressor)}
+
+
+def _import_name(obj):
+    """``'package.module:Qualified.name'`` when ``obj`` can be imported back by name."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return "%s:%s" % (module, qualname) if found is obj else None
+
+
+def _resolve_import_name(name):
+    module, qualname = name.split(":")
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _encode_param(name, value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in value):
+        return {"tuple": [int(v) for v in value]}
+    if isinstance(value, mx.Context):
+        return "%s:%d" % (value.device_type, value.device_id)
+    if isinstance(value, np.random.RandomState):
+        logger.info("save(): random_state is a RandomState instance, stored as None")
+        return None
+    if isinstance(value, type) or callable(value) and not isinstance(value, mx.gluon.Block):
+        import_name = _import_name(value)
+        if import_name is not None:
+            return {"import": import_name}
+    # Objects that JSON cannot hold (a loss instance, a lambda): load() asks for them.
+    return {"unsaved": type(value).__name__}
+
+
+def _decode_param(name, value, overrides):
+    if name in overrides:
+        return overrides[name]
+    if isinstance(value, dict):
+        if "tuple" in value:
+            return tuple(value["tuple"])
+        if "import" in value:
+            return _resolve_import_name(value["import"])
+        raise ValueError("the saved estimator's %r parameter (a %s) could not be stored as JSON; "
+                         "pass it to load(): load(path, %s=...)" % (name, value["unsaved"], name))
+    return value
+
+
+def _encode_classes(classes):
+    return {"values": classes.tolist(), "dtype": classes.dtype.str if classes.dtype != object
+            else "object"}
+
+
+def _decode_classes(stored):
+    dtype = object if stored["dtype"] == "object" else np.dtype(stored["dtype"])
+    return np.array(stored["values"], dtype=dtype)
+
+
+def _write_directory_atomically(path, write):
+    """Run ``write(tmp_dir)`` and move the result to ``path`` in one rename."""
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    if os.path.exists(path) and (not os.path.isdir(path) or
+                                 (os.listdir(path) and
+                                  not os.path.exists(os.path.join(path, META_FILE)))):
+        raise FileExistsError("refusing to replace %s: it exists and is not a gluon-sparse model "
+                              "directory" % path)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(path) + ".tmp-", dir=parent)
+    try:
+        write(tmp)
+        if os.path.exists(path):
+            # Two renames: a reader sees the old model or the new one, never a mix.
+            old = tempfile.mkdtemp(prefix="." + os.path.basename(path) + ".old-", dir=parent)
+            os.rename(path, os.path.join(old, "model"))
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def save(estimator, path):
+    """Write a fitted estimator to the directory ``path`` (replaced if it holds a model).
+
+    Parameters
+    ----------
+    estimator : BaseSparseNet
+        A fitted gluon_sparse.sklearn estimator.
+    path : str or os.PathLike
+        Model directory.
+    """
+    module = estimator.module_  # raises NotFittedError first
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "gluon_sparse_version": __version__,
+        "estimator": type(estimator).__name__,
+        "params": {name: _encode_param(name, value)
+                   for name, value in estimator.get_params(deep=False).items()},
+        "fitted": {name: getattr(estimator, name) for name in _FITTED_NUMBERS
+                   if hasattr(estimator, name)},
+    }
+    if hasattr(estimator, "classes_"):
+        meta["classes"] = _encode_classes(estimator.classes_)
+
+    def write(directory):
+        module.save_parameters(os.path.join(directory, PARAMS_FILE))
+        with open(os.path.join(directory, META_FILE), "w") as f:
+            json.dump(meta, f, indent=1, default=float)
+
+    _write_directory_atomically(path, write)
+
+
+def load(path, **params):
+    """Read an estimator written by ``save``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Model directory.
+    **params
+        Hyper-parameters to use instead of the saved ones: required for those
+        that JSON cannot hold (a custom loss object, a lambda ``module``);
+        ``ctx='cpu'`` loads a GPU-trained model on the CPU (a missing GPU
+        falls back to the CPU anyway).
+
+    Returns
+    -------
+    BaseSparseNet
+        The fitted estimator, ready to predict (and to continue training
+        with ``partial_fit`` or ``warm_start``; the optimizer state restarts).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a model directory.
+    ValueError
+        If the files are not a gluon-sparse model.
+    """
+    path = os.fspath(path)
+    meta_path = os.path.join(path, META_FILE)
+    if not os.path.isfile(meta_path):
+        raise FileNotFoundError("%s is not a gluon-sparse model directory (no %s)"
+                                % (path, META_FILE))
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except ValueError as err:
+        raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError("%s is not a gluon-sparse estimator description" % meta_path)
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise ValueError("%s was written by a newer gluon-sparse (format %s, this one reads %d)"
+                         % (meta_path, meta.get("format_version"), FORMAT_VERSION))
+    classes = _estimator_classes()
+    if meta.get("estimator") not in classes:
+        raise ValueError("%s names an unknown estimator %r" % (meta_path, meta.get("estimator")))
+    cls = classes[meta["estimator"]]
+    unknown = set(params) - set(meta["params"])
+    if unknown:
+        raise TypeError("load() got parameters %s that %s does not have"
+                        % (sorted(unknown), cls.__name__))
+    estimator = cls(**{name: _decode_param(name, value, params)
+                       for name, value in meta["params"].items()})
+    for name, value in meta["fitted"].items():
+        setattr(estimator, name, value)
+    if "classes" in meta:
+        estimator.classes_ = _decode_classes(meta["classes"])
+        estimator._label_encoder = LabelEncoder()
+        estimator._label_encoder.classes_ = estimator.classes_
+    estimator._ctx = available_context(estimator.ctx)
+    estimator._random_state = check_random_state(estimator.random_state)
+    estimator._no_improvement_count = 0
+    estimator._best_params = None
+    estimator._trainer = None
+    module = estimator._build_module(estimator.n_outputs_)
+    try:
+        module.load_parameters(os.path.join(path, PARAMS_FILE), ctx=estimator._ctx)
+    except (mx.base.MXNetError, AssertionError, OSError) as err:
+        raise ValueError("%s does not hold the parameters of this %s: %s"
+                         % (os.path.join(path, PARAMS_FILE), cls.__name__, err)) from err
+    estimator._module = module
+    return estimator
