@@ -1,0 +1,207 @@
+"""The process launcher: arguments, process layout, ssh command lines, failure handling."""
+import argparse
+import io
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gluon_sparse.distributed import launcher
+
+PYTHON = sys.executable
+
+
+def parse(argv):
+    return launcher.add_arguments(argparse.ArgumentParser()).parse_args(argv)
+
+
+def test_add_arguments_parses_the_contract_options():
+    args = parse(["-n", "3", "-s", "2", "--hosts", "h.txt", "--timeout", "7.5", "--",
+                  "python", "train.py", "--lr", "0.1"])
+    assert (args.num_workers, args.num_servers, args.hosts, args.timeout) == (3, 2, "h.txt", 7.5)
+    assert args.command[-4:] == ["python", "train.py", "--lr", "0.1"]
+    defaults = parse(["--num-workers", "1", "--", "cmd"])
+    assert defaults.num_servers == 1 and defaults.hosts is None and defaults.timeout is None
+
+
+def test_local_processes_get_the_dmlc_environment_on_loopback():
+    processes = launcher.build_processes(2, 1, ["python", "train.py"], port=9123)
+    assert [p.name for p in processes] == ["scheduler", "server 0", "worker 0", "worker 1"]
+    for proc in processes:
+        assert proc.host is None
+        assert proc.env["DMLC_PS_ROOT_URI"] == "127.0.0.1"
+        assert proc.env["DMLC_NODE_HOST"] == "127.0.0.1"
+        assert proc.env["DMLC_PS_ROOT_PORT"] == "9123"
+        assert (proc.env["DMLC_NUM_WORKER"], proc.env["DMLC_NUM_SERVER"]) == ("2", "1")
+        assert proc.env["DMLC_ROLE"] == proc.role
+    workers = [p for p in processes if p.role == "worker"]
+    assert [p.env["DMLC_WORKER_ID"] for p in workers] == ["0", "1"]
+    assert all(p.argv == ["python", "train.py"] for p in workers)
+    assert processes[1].argv[-2:] == ["-m", "gluon_sparse.distributed.server"]
+
+
+@pytest.mark.parametrize("workers, servers, command, match", [
+    (0, 1, ["x"], "--num-workers must be at least 1"),
+    (1, 0, ["x"], "--num-servers must be at least 1"),
+    (1, 1, [], "no worker command given"),
+])
+def test_bad_layouts_are_refused(workers, servers, command, match):
+    with pytest.raises(ValueError, match=match):
+        launcher.build_processes(workers, servers, command, port=9000)
+
+
+def test_read_hosts_skips_comments_and_names_bad_lines(tmp_path):
+    good = tmp_path / "hosts"
+    good.write_text("# cluster\nnode1\n\nalice@node2:2222  # second\n")
+    assert launcher.read_hosts(str(good)) == ["node1", "alice@node2:2222"]
+    bad = tmp_path / "bad"
+    bad.write_text("node1\nnode2 node3\n")
+    with pytest.raises(ValueError, match=r"bad:2: expected one \[user@\]host\[:port\]"):
+        launcher.read_hosts(str(bad))
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n")
+    with pytest.raises(ValueError, match="lists no hosts"):
+        launcher.read_hosts(str(empty))
+
+
+def test_ssh_command_lines_place_processes_round_robin():
+    hosts = ["node1", "bob@node2:2200"]
+    processes = launcher.build_processes(3, 2, ["python", "train.py", "--data", "a b"],
+                                         port=9500, hosts=hosts, cwd="/shared/job",
+                                         python="/opt/py/bin/python")
+    placement = {p.name: p.host for p in processes}
+    assert placement == {"scheduler": "node1", "server 0": "node1", "server 1": "bob@node2:2200",
+                         "worker 0": "node1", "worker 1": "bob@node2:2200", "worker 2": "node1"}
+    worker1 = next(p for p in processes if p.name == "worker 1")
+    assert worker1.argv[:6] == ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                                "-p"]
+    assert worker1.argv[6:8] == ["2200", "bob@node2"]
+    remote = shlex.split(worker1.argv[-1])
+    assert remote[:3] == ["cd", "/shared/job", "&&"]
+    assert remote[3] == "env"
+    assignments = dict(a.split("=", 1) for a in remote[4:] if "=" in a)
+    assert assignments["DMLC_ROLE"] == "worker"
+    assert assignments["DMLC_PS_ROOT_URI"] == "node1"  # the scheduler's host
+    assert assignments["DMLC_PS_ROOT_PORT"] == "9500"
+    assert assignments["DMLC_WORKER_ID"] == "1"
+    assert "DMLC_NODE_HOST" not in assignments  # remote nodes find their own address
+    assert remote[-4:] == ["python", "train.py", "--data", "a b"]
+    server = next(p for p in processes if p.name == "server 1")
+    assert shlex.split(server.argv[-1])[-3:] == ["/opt/py/bin/python", "-m",
+                                                 "gluon_sparse.distributed.server"]
+
+
+def run_launcher(argv):
+    out = io.StringIO()
+    code = launcher.run(parse(argv), output=out)
+    return code, out.getvalue()
+
+
+def test_output_is_forwarded_with_rank_prefixes():
+    code, out = run_launcher(["-n", "2", "--grace-period", "1", "--timeout", "60", "--", PYTHON,
+                              "-c", "import os; print('hello from', os.environ['DMLC_WORKER_ID'])"])
+    assert code == 0
+    assert "[worker 0] hello from 0" in out.splitlines()
+    assert "[worker 1] hello from 1" in out.splitlines()
+
+
+def test_failing_worker_stops_the_job_and_gives_its_exit_code(caplog):
+    script = ("import os, sys, time\n"
+              "if os.environ['DMLC_WORKER_ID'] == '1':\n"
+              "    sys.exit(3)\n"
+              "time.sleep(60)\n")
+    start = time.monotonic()
+    code, _ = run_launcher(["-n", "2", "--grace-period", "1", "--", PYTHON, "-c", script])
+    assert code == 3
+    assert time.monotonic() - start < 30
+    assert any("worker 1" in r.getMessage() and "exited with code 3" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_timeout_stops_everything_with_code_124(caplog):
+    code, _ = run_launcher(["-n", "1", "--timeout", "1", "--grace-period", "1", "--", PYTHON,
+                            "-c", "import time; time.sleep(60)"])
+    assert code == launcher.TIMEOUT_EXIT_CODE
+    assert any("timed out after 1 s" in r.getMessage() for r in caplog.records)
+
+
+def test_missing_command_is_reported():
+    code, _ = run_launcher(["-n", "1", "--grace-period", "1", "--",
+                            "/nonexistent/gluon-sparse-worker"])
+    assert code == 127
+
+
+def test_main_rejects_an_unreadable_hosts_file(tmp_path, caplog):
+    assert launcher.main(["-n", "1", "--hosts", str(tmp_path / "missing"), "--", "x"]) == 2
+    assert any("missing" in r.getMessage() for r in caplog.records)
+
+
+def descendants(pid):
+    """Live descendants of ``pid``, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killing_a_worker_ends_a_dist_sync_job_with_nothing_left_running():
+    # A real dist_sync job (scheduler, server, two workers in the kvstore): once a
+    # worker dies the others block in ps-lite forever, so the launcher must end them.
+    worker = ("import os, time, mxnet as mx\n"
+              "kv = mx.kv.create('dist_sync')\n"
+              "print('ready', os.getpid(), flush=True)\n"
+              "time.sleep(120)\n")
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "-s", "1",
+         "--grace-period", "2", "--timeout", "100", "--", PYTHON, "-c", worker],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        ready = {}
+        deadline = time.monotonic() + 60
+        while len(ready) < 2 and time.monotonic() < deadline:
+            line = launch.stdout.readline()
+            if not line:
+                break
+            if "] ready " in line:
+                name, _, rest = line.partition("] ready ")
+                ready[name.lstrip("[")] = int(rest)
+        assert len(ready) == 2, "workers did not start: %s" % launch.communicate(timeout=30)[1]
+        job = descendants(launch.pid)
+        assert len(job) >= 4  # scheduler, server, two workers
+        killed_at = time.monotonic()
+        os.kill(ready["worker 1"], signal.SIGKILL)
+        _, stderr = launch.communicate(timeout=30)
+        assert time.monotonic() - killed_at < 15
+        assert launch.returncode == 128 + signal.SIGKILL
+        assert "worker 1" in stderr and "killed by SIGKILL" in stderr
+        assert [pid for pid in job if alive(pid)] == []
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
