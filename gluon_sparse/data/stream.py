@@ -24,31 +24,6 @@ def _open(path):
     return open(path, "rb")
 
 
-class _Pool:
-    """Parsed rows waiting to be batched: a CSR matrix and its labels."""
-
-    def __init__(self, num_features, dtype):
-        self.matrix = sp.csr_matrix((0, num_features), dtype=dtype)
-        self.label = np.zeros(0, dtype=np.float64)
-
-    def __len__(self):
-        return self.matrix.shape[0]
-
-    def add(self, matrix, label):
-        self.matrix = sp.vstack([self.matrix, matrix], format="csr") if len(self) else matrix
-        self.label = np.concatenate([self.label, label]) if len(self.label) else label
-
-    def take(self, count):
-        """Remove and return the first ``count`` rows as a new pool-like pair."""
-        head = self.matrix[:count], self.label[:count]
-        self.matrix, self.label = self.matrix[count:], self.label[count:]
-        return head
-
-    def shuffle(self, rng):
-        order = rng.permutation(len(self))
-        self.matrix, self.label = self.matrix[order], self.label[order]
-
-
 class LibSVMStream:
     """Batches from LibSVM files read chunk by chunk, with bounded memory.
 
@@ -60,9 +35,10 @@ class LibSVMStream:
     ``shuffle_buffer`` rows plus one chunk, not across the whole file.
 
     Memory is bounded independently of the file size: at most one chunk of
-    text (``chunk_bytes`` plus the longest line), the parsed rows of one
-    chunk, ``max(shuffle_buffer, batch_size)`` pooled rows and ``prefetch + 1``
-    finished batches are held at any time.
+    text (``chunk_bytes`` plus the longest line, held twice while the tail of
+    the previous chunk is joined), the parsed rows of one chunk plus
+    ``max(shuffle_buffer, batch_size)`` carried-over rows (twice while they
+    are shuffled), and ``prefetch + 1`` finished batches.
 
     Parameters
     ----------
@@ -127,20 +103,22 @@ class LibSVMStream:
         with _open(path) as f:
             while True:
                 block = f.read(self.chunk_bytes)
-                text = tail + block if tail else block
                 if not block:
-                    if text:
-                        yield self._parse(text, path, lines_before)
+                    if tail:
+                        yield self._parse(tail, path, lines_before)
                     return
+                text = tail + block if tail else block
+                del block
                 cut = text.rfind(b"\n") + 1
                 if cut == 0:  # no complete line yet: a line longer than a chunk
                     tail = text
                     continue
                 tail = text[cut:]
-                body = text[:cut]
+                body = memoryview(text)[:cut]  # the complete lines, without a copy
                 yield self._parse(body, path, lines_before)
-                lines_before += body.count(b"\n")
-                del text, body
+                lines_before += text.count(b"\n", 0, cut)
+                body.release()
+                del text
 
     def _parse(self, text, path, lines_before):
         chunk = parse_libsvm_bytes(text, dtype=self.dtype, reject_zero=not self.zero_based,
@@ -168,23 +146,36 @@ class LibSVMStream:
                             int(chunk.indices[position]) + shift, self.num_features))
 
     def _batches(self, epoch):
+        """Yield (scipy CSR, labels) batches of one epoch."""
         rng = np.random.default_rng([self.seed, epoch])
-        pool = _Pool(self.num_features, self.dtype)
-        keep_back = self.shuffle_buffer
+        pool = sp.csr_matrix((0, self.num_features), dtype=self.dtype)
+        pool_label = np.zeros(0, dtype=np.float64)
         for path in self.paths:
             for matrix, label in self._chunks(path):
-                pool.add(matrix, label)
+                if pool.shape[0]:
+                    matrix = sp.vstack([pool, matrix], format="csr")
+                    label = np.concatenate([pool_label, label])
+                pool, pool_label = matrix, label
                 del matrix, label
-                if keep_back:
-                    pool.shuffle(rng)
-                while len(pool) - keep_back >= self.batch_size:
-                    yield pool.take(self.batch_size)
-        if keep_back:
-            pool.shuffle(rng)
-        while len(pool) >= self.batch_size:
-            yield pool.take(self.batch_size)
-        if len(pool) and self.last_batch == "keep":
-            yield pool.take(len(pool))
+                if self.shuffle_buffer:
+                    order = rng.permutation(pool.shape[0])
+                    pool, pool_label = pool[order], pool_label[order]
+                # Batches are contiguous row ranges of the pool: each row is
+                # copied once, and shuffle_buffer rows stay to mix with the next chunk.
+                ready = max(pool.shape[0] - self.shuffle_buffer, 0)
+                ready -= ready % self.batch_size
+                for start in range(0, ready, self.batch_size):
+                    stop = start + self.batch_size
+                    yield pool[start:stop], pool_label[start:stop]
+                pool, pool_label = pool[ready:], pool_label[ready:]
+        if self.shuffle_buffer:
+            order = rng.permutation(pool.shape[0])
+            pool, pool_label = pool[order], pool_label[order]
+        rows = pool.shape[0]
+        end = rows if self.last_batch == "keep" else rows - rows % self.batch_size
+        for start in range(0, end, self.batch_size):
+            stop = min(start + self.batch_size, end)
+            yield pool[start:stop], pool_label[start:stop]
 
     def _ndarray_batches(self, epoch):
         for matrix, label in self._batches(epoch):

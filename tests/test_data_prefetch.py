@@ -1,0 +1,115 @@
+"""The background prefetcher: errors reach the consumer, no thread survives its loop."""
+import threading
+import time
+import traceback
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gluon_sparse.data import CSRDataset, Prefetcher, SparseDataLoader
+
+
+_threads_before = set()
+
+
+@pytest.fixture(autouse=True)
+def record_threads():
+    """Threads alive before the test (other tests' or pytest's are not ours)."""
+    _threads_before.clear()
+    _threads_before.update(threading.enumerate())
+    yield
+
+
+def new_threads():
+    return [t for t in threading.enumerate() if t not in _threads_before]
+
+
+def wait_for_no_prefetch_threads(seconds=5.0):
+    """Threads started by the test and still alive (prefetch and batch-building workers)."""
+    # close() joins the threads; the short wait only covers interpreter bookkeeping.
+    deadline = time.monotonic() + seconds
+    while new_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return new_threads()
+
+
+def loader(rows=200, **kwargs):
+    X = sp.random(rows, 1000, density=0.01, format="csr", dtype=np.float32, random_state=0)
+    return SparseDataLoader(CSRDataset(X, np.arange(rows)), batch_size=4, **kwargs)
+
+
+def failing_source():
+    yield 1
+    raise KeyError("bad record 7")
+
+
+def test_items_arrive_in_order():
+    with Prefetcher(iter(range(100)), depth=3) as items:
+        assert list(items) == list(range(100))
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_worker_error_is_reraised_with_its_traceback():
+    items = Prefetcher(failing_source(), depth=2)
+    assert next(items) == 1
+    with pytest.raises(KeyError, match="bad record 7") as info:
+        next(items)
+    text = "".join(traceback.format_exception(info.value))
+    assert "failing_source" in text and "prefetch thread" in text
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_loader_batch_error_reaches_the_consumer():
+    bad = loader(prefetch=2)
+    bad._batchify.label = None
+    bad._batchify.data = "not a matrix"  # building a batch now fails in the worker
+    with pytest.raises(Exception, match="prefetch thread"):
+        for _ in bad:
+            pass
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_break_leaves_no_thread():
+    for _ in range(3):
+        for i, _ in enumerate(loader(prefetch=2)):
+            if i == 2:
+                break
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_exception_in_training_loop_leaves_no_thread():
+    def train():
+        for i, _ in enumerate(loader(prefetch=3, num_workers=2)):
+            if i == 1:
+                raise RuntimeError("loss is nan")
+
+    with pytest.raises(RuntimeError, match="loss is nan"):
+        train()
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_keyboard_interrupt_leaves_no_thread():
+    def train():
+        for i, _ in enumerate(loader(prefetch=2)):
+            if i == 3:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train()
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_abandoned_prefetcher_is_stopped_when_collected():
+    items = Prefetcher(iter(range(10 ** 6)), depth=2)
+    next(items)
+    del items
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_close_is_idempotent_and_stops_iteration():
+    items = Prefetcher(iter(range(10)), depth=1)
+    items.close()
+    items.close()
+    assert list(items) == []
+    assert wait_for_no_prefetch_threads() == []

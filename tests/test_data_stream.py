@@ -1,0 +1,123 @@
+"""LibSVMStream: same rows as load_libsvm, bounded memory, repeatable shuffles, errors."""
+import gzip
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gluon_sparse.data import LibSVMStream, load_libsvm
+
+NUM_FEATURES = 50000
+
+
+@pytest.fixture(scope="module")
+def libsvm_file(tmp_path_factory):
+    """About 1.2 MB of one-based LibSVM text whose labels are the row numbers."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for row in range(12000):
+        idx = np.sort(rng.choice(NUM_FEATURES, size=rng.integers(1, 15), replace=False)) + 1
+        lines.append("%d %s" % (row, " ".join("%d:%.5g" % (j, v) for j, v in zip(idx, rng.random(len(idx))))))
+    path = tmp_path_factory.mktemp("stream") / "rows.libsvm"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def read_all(stream):
+    datas, labels = [], []
+    for data, label in stream:
+        assert data.stype == "csr" and data.shape[1] == stream.num_features
+        datas.append(data.asscipy())
+        labels.append(label.asnumpy())
+    return sp.vstack(datas, format="csr"), np.concatenate(labels).astype(np.int64)
+
+
+@pytest.mark.parametrize("shuffle_buffer", [0, 3000])
+def test_stream_yields_every_row_once(libsvm_file, shuffle_buffer):
+    X, _ = load_libsvm(libsvm_file, num_features=NUM_FEATURES, zero_based=False)
+    stream = LibSVMStream(libsvm_file, batch_size=256, num_features=NUM_FEATURES,
+                          chunk_bytes=50000, shuffle_buffer=shuffle_buffer, seed=0)
+    data, rows = read_all(stream)
+    assert sorted(rows.tolist()) == list(range(X.shape[0]))
+    assert (shuffle_buffer == 0) == (rows.tolist() == list(range(X.shape[0])))
+    assert (data != X[rows]).nnz == 0
+
+
+def test_shuffles_repeat_with_the_seed_and_differ_across_epochs(libsvm_file):
+    def epochs(stream):
+        return [read_all(stream)[1].tolist() for _ in range(2)]
+
+    kwargs = dict(batch_size=500, num_features=NUM_FEATURES, chunk_bytes=100000, shuffle_buffer=2000)
+    first = epochs(LibSVMStream(libsvm_file, seed=5, **kwargs))
+    assert first == epochs(LibSVMStream(libsvm_file, seed=5, **kwargs))
+    assert first[0] != first[1]
+
+
+def peak_traced_bytes(stream):
+    tracemalloc.start()
+    try:
+        rows = sum(data.shape[0] for data, _ in stream)
+        return rows, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_is_bounded_by_the_chunk_not_the_file(libsvm_file):
+    chunk_bytes = 40000
+    with open(libsvm_file, "rb") as f:
+        file_bytes = len(f.read())
+    assert file_bytes > 25 * chunk_bytes
+    kwargs = dict(batch_size=128, num_features=NUM_FEATURES, chunk_bytes=chunk_bytes,
+                  shuffle_buffer=1000, seed=0, prefetch=0)
+    rows, peak_once = peak_traced_bytes(LibSVMStream(libsvm_file, **kwargs))
+    assert rows == 12000
+    # The same file four times: 100 chunks, 48000 rows, and the same peak.
+    rows, peak_four_times = peak_traced_bytes(LibSVMStream([libsvm_file] * 4, **kwargs))
+    assert rows == 48000
+    assert peak_four_times < 1.5 * peak_once  # not 4x: it does not grow with the data
+    # Chunk text, its parsed rows and 1000 pooled rows (with shuffle copies): a
+    # few chunks' worth, against 4.8 MB of text and ~3 MB of parsed arrays.
+    assert peak_four_times < 16 * chunk_bytes < 4 * file_bytes / 6
+
+
+def test_gzip_and_several_files(libsvm_file, tmp_path):
+    gz = str(tmp_path / "rows.libsvm.gz")
+    with open(libsvm_file, "rb") as src, gzip.open(gz, "wb") as dst:
+        dst.write(src.read())
+    stream = LibSVMStream([libsvm_file, gz], batch_size=1000, num_features=NUM_FEATURES,
+                          chunk_bytes=300000, last_batch="discard")
+    _, rows = read_all(stream)
+    assert rows.tolist() == list(range(12000)) * 2
+
+
+def test_errors_name_the_line_across_chunks(tmp_path):
+    lines = ["1 %d:1" % (i % 100 + 1) for i in range(5000)]
+    lines[4321] = "1 3:bad"
+    path = tmp_path / "bad.libsvm"
+    path.write_text("\n".join(lines) + "\n")
+    stream = LibSVMStream(str(path), batch_size=64, num_features=100, chunk_bytes=1000)
+    with pytest.raises(ValueError, match=r"bad\.libsvm, line 4322: invalid feature value in '3:bad'"):
+        read_all(stream)
+    lines[4321] = "1 101:1"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"line 4322: feature index 101 is out of range for "
+                                         r"num_features=100"):
+        read_all(LibSVMStream(str(path), batch_size=64, num_features=100, chunk_bytes=1000))
+
+
+def test_lines_longer_than_a_chunk(tmp_path):
+    path = tmp_path / "long.libsvm"
+    path.write_text("1 " + " ".join("%d:1" % i for i in range(1, 3000)) + "\n0 5:2\n")
+    data, rows = read_all(LibSVMStream(str(path), batch_size=2, num_features=NUM_FEATURES,
+                                       chunk_bytes=100))
+    assert rows.tolist() == [1, 0] and data[0].nnz == 2999 and data[1].indices.tolist() == [4]
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="'auto' would need to read the whole file"):
+        LibSVMStream("x", batch_size=2, num_features=3, zero_based="auto")
+    with pytest.raises(ValueError, match="last_batch"):
+        LibSVMStream("x", batch_size=2, num_features=3, last_batch="rollover")
+    with pytest.raises(FileNotFoundError):
+        list(LibSVMStream("/nonexistent/file.libsvm", batch_size=2, num_features=3))
