@@ -65,7 +65,8 @@ def parse_args(argv=None):
                         help="optimizer name (sgd, adam, sparseadam, ...)")
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
     parser.add_argument("--kvstore", default="dist_sync",
-                        help="dist_sync, dist_async, local or device")
+                        help="dist_sync, dist_async, local, device or none (one process, "
+                             "no kvstore)")
     parser.add_argument("--init-params", help="load the initial parameters from this file")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and initialisation")
     parser.add_argument("--save-dir", help="write params-rank<r>.params and stats-rank<r>.json")
@@ -114,8 +115,8 @@ def main(argv=None):
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
 
-    kv = mx.kv.create(args.kvstore)
-    rank, num_workers = kv.rank, kv.num_workers
+    kv = None if args.kvstore == "none" else mx.kv.create(args.kvstore)
+    rank, num_workers = (kv.rank, kv.num_workers) if kv is not None else (0, 1)
     x, y = load_data(args)
     num_features = x.shape[1]
 
@@ -132,7 +133,7 @@ def main(argv=None):
     x, y = x[shards[rank]], y[shards[rank]]
     local_batch = local_sizes[rank]
 
-    first_layer = args.first_layer or ("row_sparse" if "dist" in kv.type else "dense")
+    first_layer = args.first_layer or ("row_sparse" if "dist" in args.kvstore else "dense")
     row_sparse_weight = first_layer == "row_sparse"
     net = build_model(num_features, args.units, row_sparse_weight)
     if args.init_params:
@@ -141,7 +142,7 @@ def main(argv=None):
         net.initialize(mx.init.Xavier(), ctx=mx.cpu())
     if not row_sparse_weight:
         net.hybridize()
-    check_dist_params(net.collect_params(), kv)
+    check_dist_params(net.collect_params(), args.kvstore)
     trainer = gluon.Trainer(net.collect_params(),
                             make_optimizer(args.optimizer, args.lr, args.batch_size), kvstore=kv)
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()

