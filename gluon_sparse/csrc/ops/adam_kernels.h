@@ -1,0 +1,189 @@
+/*!
+ * Per-element math of standard (non-lazy) Adam, shared by every kernel that
+ * applies it: the CPU operator (adam_op.cc), the CUDA kernels
+ * (adam_kernels.cu, also compiled into the standalone GPU harness in
+ * benchmarks/gpu/) and any code that replays skipped steps of a row from the
+ * per-step scalars.
+ *
+ * The arithmetic reproduces MXNet 1.9.1's `adam_update(lazy_update=False)` on a
+ * row_sparse gradient (AdamStdDnsRspDnsKernel) operation for operation, so that
+ * results are bitwise equal to MXNet's on CPU:
+ *
+ *   g = row in gradient ? grad * rescale_grad + weight * wd : weight * wd
+ *   g = clip(g, clip_gradient)                  (only when clip_gradient >= 0)
+ *   mean = beta1 * mean + (1 - beta1) * g
+ *   var  = beta2 * var  + (1 - beta2) * (g * g)
+ *   weight = weight - (lr * mean) / (sqrt(var) + epsilon)
+ *
+ * where lr already carries Adam's bias correction sqrt(1 - beta2^t) / (1 - beta1^t)
+ * (mx.optimizer.Adam folds it in before calling the operator).
+ *
+ * On the device every operation goes through the round-to-nearest intrinsics
+ * (__fmul_rn, ...), which nvcc never contracts into fused multiply-adds: the GPU
+ * then computes exactly what the CPU computes, bit for bit, and a replay of
+ * skipped steps can be compared bitwise with the eager update.
+ * The host build must not contract either: it is compiled without FMA by default
+ * (x86-64 baseline); with -march=native results stay within rounding of MXNet's.
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
+#define GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GS_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define GS_HOST_DEVICE inline
+#endif
+
+namespace gluon_sparse {
+namespace adam {
+
+/*! \brief The scalars of one Adam step, in the weight's precision. */
+template <typename T>
+struct AdamScalars {
+  T lr;             //!< learning rate with the bias correction folded in
+  T beta1;
+  T beta2;
+  T one_minus_beta1;  //!< 1 - beta1, rounded once as MXNet does
+  T one_minus_beta2;  //!< 1 - beta2
+  T epsilon;
+  T wd;
+  T rescale_grad;
+  T clip_gradient;  //!< negative: no clipping
+};
+
+/*!
+ * \brief Build the scalars of a step from the operator's float parameters.
+ *
+ * MXNet's AdamParam stores every scalar as a C float and casts it to the weight
+ * type inside the kernel; doing the same keeps float64 results bitwise equal.
+ */
+template <typename T>
+GS_HOST_DEVICE AdamScalars<T> make_scalars(float lr, float beta1, float beta2, float epsilon,
+                                           float wd, float rescale_grad, float clip_gradient) {
+  AdamScalars<T> s;
+  s.lr = static_cast<T>(lr);
+  s.beta1 = static_cast<T>(beta1);
+  s.beta2 = static_cast<T>(beta2);
+  // MXNet writes (1.f - beta1) with beta1 already of type T.
+  s.one_minus_beta1 = static_cast<T>(1) - s.beta1;
+  s.one_minus_beta2 = static_cast<T>(1) - s.beta2;
+  s.epsilon = static_cast<T>(epsilon);
+  s.wd = static_cast<T>(wd);
+  s.rescale_grad = static_cast<T>(rescale_grad);
+  s.clip_gradient = static_cast<T>(clip_gradient);
+  return s;
+}
+
+// Correctly rounded, never-fused arithmetic (see the file comment).
+#if defined(__CUDA_ARCH__)
+GS_HOST_DEVICE float mul(float a, float b) { return __fmul_rn(a, b); }
+GS_HOST_DEVICE float add(float a, float b) { return __fadd_rn(a, b); }
+GS_HOST_DEVICE float sub(float a, float b) { return __fsub_rn(a, b); }
+GS_HOST_DEVICE float div(float a, float b) { return __fdiv_rn(a, b); }
+GS_HOST_DEVICE float sqrt_rn(float a) { return __fsqrt_rn(a); }
+GS_HOST_DEVICE double mul(double a, double b) { return __dmul_rn(a, b); }
+GS_HOST_DEVICE double add(double a, double b) { return __dadd_rn(a, b); }
+GS_HOST_DEVICE double sub(double a, double b) { return __dsub_rn(a, b); }
+GS_HOST_DEVICE double div(double a, double b) { return __ddiv_rn(a, b); }
+GS_HOST_DEVICE double sqrt_rn(double a) { return __dsqrt_rn(a); }
+#else
+template <typename T> GS_HOST_DEVICE T mul(T a, T b) { return a * b; }
+template <typename T> GS_HOST_DEVICE T add(T a, T b) { return a + b; }
+template <typename T> GS_HOST_DEVICE T sub(T a, T b) { return a - b; }
+template <typename T> GS_HOST_DEVICE T div(T a, T b) { return a / b; }
+// __builtin_sqrt{,f} keeps the loop vectorisable (no errno) and is exact.
+GS_HOST_DEVICE float sqrt_rn(float a) { return __builtin_sqrtf(a); }
+GS_HOST_DEVICE double sqrt_rn(double a) { return __builtin_sqrt(a); }
+#endif
+
+/*! \brief Gradient of a row present in the gradient: grad * rescale_grad + weight * wd. */
+template <typename T>
+GS_HOST_DEVICE T rescaled_grad(T grad, T weight, const AdamScalars<T>& s) {
+  return add(mul(grad, s.rescale_grad), mul(weight, s.wd));
+}
+
+/*! \brief Gradient of a row absent from the gradient: weight * wd (its grad is 0). */
+template <typename T>
+GS_HOST_DEVICE T decay_grad(T weight, const AdamScalars<T>& s) {
+  return mul(weight, s.wd);
+}
+
+/*! \brief clip(x, bound) as mshadow_op::clip: NaN passes through. */
+template <typename T>
+GS_HOST_DEVICE T clip(T x, T bound) {
+  return x > bound ? bound : (x < -bound ? -bound : x);
+}
+
+/*!
+ * \brief One Adam step of one element, given its (rescaled, not yet clipped) gradient.
+ *
+ * \tparam kClip whether clip_gradient >= 0; a template parameter so the column
+ *         loops that call this stay branch-free and vectorise.
+ */
+template <bool kClip, typename T>
+GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>& s) {
+  if (kClip) g = clip(g, s.clip_gradient);
+  const T m = add(mul(s.beta1, *mean), mul(s.one_minus_beta1, g));
+  const T v = add(mul(s.beta2, *var), mul(s.one_minus_beta2, mul(g, g)));
+  *mean = m;
+  *var = v;
+  *weight = sub(*weight, div(mul(s.lr, m), add(sqrt_rn(v), s.epsilon)));
+}
+
+/*! \brief Update one row present in the gradient (cols contiguous elements). */
+template <bool kClip, typename T>
+GS_HOST_DEVICE void update_row_with_grad(int64_t cols, T* __restrict__ weight,
+                                         T* __restrict__ mean, T* __restrict__ var,
+                                         const T* __restrict__ grad, const AdamScalars<T>& s) {
+  for (int64_t j = 0; j < cols; ++j) {
+    apply<kClip>(rescaled_grad(grad[j], weight[j], s), weight + j, mean + j, var + j, s);
+  }
+}
+
+/*! \brief Update one row absent from the gradient (decay only). */
+template <bool kClip, typename T>
+GS_HOST_DEVICE void update_row_without_grad(int64_t cols, T* __restrict__ weight,
+                                            T* __restrict__ mean, T* __restrict__ var,
+                                            const AdamScalars<T>& s) {
+  for (int64_t j = 0; j < cols; ++j) {
+    apply<kClip>(decay_grad(weight[j], s), weight + j, mean + j, var + j, s);
+  }
+}
+
+/*!
+ * \brief First position in sorted `indices[0, n)` whose value is >= row.
+ *
+ * Used by the CPU kernel once per thread (to start its walk) and by the CUDA
+ * kernel once per row touched.
+ */
+GS_HOST_DEVICE int64_t lower_bound(const int64_t* indices, int64_t n, int64_t row) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (indices[mid] < row) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/*!
+ * \brief Position of the first index that breaks "0 <= idx < num_rows, strictly
+ *        increasing", or n when all are valid.
+ */
+inline int64_t first_invalid_index(const int64_t* indices, int64_t n, int64_t num_rows) {
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t row = indices[k];
+    if (row < 0 || row >= num_rows || (k > 0 && row <= indices[k - 1])) return k;
+  }
+  return n;
+}
+
+}  // namespace adam
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
