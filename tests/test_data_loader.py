@@ -199,3 +199,35 @@ def test_data_iter_serves_module_api():
     it.reset()
     accuracy = dict(module.score(it, "acc"))["accuracy"]
     assert accuracy > 0.75
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("value_dtype", [np.float32, np.float64])
+def test_gather_rows_equals_scipy_fancy_indexing(index_dtype, value_dtype):
+    from gluon_sparse.data.batchify import gather_rows
+    X = random_csr(rows=50).astype(value_dtype)
+    X.indices, X.indptr = X.indices.astype(index_dtype), X.indptr.astype(index_dtype)
+    X[7] = 0  # an empty row
+    X.eliminate_zeros()
+    rows = np.array([7, 3, 3, 49, 0, 7])
+    values, indices, indptr = gather_rows(X, rows)
+    expected = X[rows]
+    assert indices.dtype == indptr.dtype == np.int64 and values.dtype == value_dtype
+    np.testing.assert_array_equal(indptr, expected.indptr)
+    np.testing.assert_array_equal(indices, expected.indices)
+    np.testing.assert_array_equal(values, expected.data)
+    for bad in ([50], [-1], [0, 51]):
+        with pytest.raises(IndexError, match="out of range for a matrix of 50 rows"):
+            gather_rows(X, np.array(bad))
+
+
+def test_csr_to_ndarray_copies_and_leaves_the_input_writeable():
+    from gluon_sparse.data import csr_to_ndarray
+    X = random_csr(rows=20)
+    nd = csr_to_ndarray(X, dtype="float64")
+    assert nd.dtype == np.float64 and (nd.asscipy() != X).nnz == 0
+    assert X.data.flags.writeable and X.indices.flags.writeable and X.indptr.flags.writeable
+    X.data[:] = 0  # the CSRNDArray owns its own copy
+    assert nd.asscipy().count_nonzero() == nd.asscipy().nnz > 0
+    empty = csr_to_ndarray(sp.csr_matrix((3, 7), dtype=np.float32))
+    assert empty.shape == (3, 7) and empty.asnumpy().sum() == 0

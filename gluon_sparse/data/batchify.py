@@ -1,9 +1,27 @@
 """Assembly of CSR batches: rows are sliced in bulk, never densified."""
+import ctypes
+
 import mxnet as mx
 import numpy as np
 import scipy.sparse as sp
+from mxnet.base import _LIB, check_call
 
-__all__ = ["csr_to_ndarray", "CSRBatchify"]
+from .. import _native
+
+__all__ = ["gather_rows", "csr_to_ndarray", "csr_parts_to_ndarray", "csr_row_range_to_ndarray", "CSRBatchify"]
+
+
+def _dense_from_numpy(array, ctx=None):
+    """An NDArray copy of a numpy array, made without an engine round trip.
+
+    ``mx.nd.array`` allocates and then copies synchronously (about 0.1 ms per
+    call); wrapping a private copy with DLPack (``from_numpy(zero_copy=True)``)
+    costs a quarter of that, and nobody else can write the copy.
+    """
+    result = mx.nd.from_numpy(np.array(array, order="C", copy=True), zero_copy=True)
+    if ctx is not None and ctx != result.context:
+        result = result.as_in_context(ctx)
+    return result
 
 
 def csr_to_ndarray(matrix, dtype=None, ctx=None):
@@ -20,13 +38,113 @@ def csr_to_ndarray(matrix, dtype=None, ctx=None):
     Returns
     -------
     mxnet.nd.sparse.CSRNDArray
+
+    Notes
+    -----
+    ``mx.nd.sparse.csr_matrix`` turns each of the three arrays into a dense
+    NDArray (allocate + synchronous copy) before copying them into the CSR
+    array, about 0.8 ms per batch, which is more than slicing the batch.
+    Here the three arrays are wrapped without a copy through DLPack and
+    copied once into the CSR storage with the same C API call that
+    ``csr_matrix`` ends with (``MXNDArraySyncCopyFromNDArray``), about 4x
+    faster. The copies are synchronous, so the wrapped numpy memory is no
+    longer referenced when this function returns.
     """
-    dtype = np.dtype(dtype or matrix.dtype)
-    # MXNet stores CSR indices as int64; converting here is one small copy per batch.
-    return mx.nd.sparse.csr_matrix(
-        (matrix.data.astype(dtype, copy=False), matrix.indices.astype(np.int64, copy=False),
-         matrix.indptr.astype(np.int64, copy=False)),
-        shape=matrix.shape, dtype=dtype, ctx=ctx)
+    return csr_parts_to_ndarray(matrix.data, matrix.indices, matrix.indptr, matrix.shape, dtype, ctx)
+
+
+def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None):
+    """Like :func:`csr_to_ndarray`, from the three CSR arrays (``indptr[0]`` must be 0)."""
+    dtype = np.dtype(dtype or values.dtype)
+    ctx = ctx or mx.context.current_context()
+    # views, so marking them read-only (from_numpy does) leaves the caller's arrays alone
+    values = np.ascontiguousarray(values, dtype=dtype).view()
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64).view()
+    indices = np.ascontiguousarray(indices, dtype=np.int64).view()
+    result = mx.nd.sparse.CSRNDArray(mx.nd.sparse._new_alloc_handle(
+        "csr", tuple(shape), ctx, False, dtype, [np.int64, np.int64], [indptr.shape, indices.shape]))
+    # Component ids of MXNDArraySyncCopyFromNDArray: -1 the values, then aux 0 (indptr), 1 (indices).
+    for component, array in ((-1, values), (0, indptr), (1, indices)):
+        source = mx.nd.from_numpy(array, zero_copy=True)
+        check_call(_LIB.MXNDArraySyncCopyFromNDArray(result.handle, source.handle,
+                                                     ctypes.c_int(component)))
+    return result
+
+
+def csr_row_range_to_ndarray(matrix, start, stop, dtype=None, ctx=None):
+    """Rows ``[start, stop)`` of a scipy CSR matrix as a ``CSRNDArray``.
+
+    Slices the three arrays directly: scipy's ``matrix[start:stop]`` costs
+    more than the conversion itself for a batch-sized range.
+    """
+    first, last = int(matrix.indptr[start]), int(matrix.indptr[stop])
+    indptr = matrix.indptr[start:stop + 1].astype(np.int64)
+    indptr -= first
+    return csr_parts_to_ndarray(matrix.data[first:last], matrix.indices[first:last], indptr,
+                                (stop - start, matrix.shape[1]), dtype, ctx)
+
+
+_gather_lib = None
+
+
+def _gather_library():
+    global _gather_lib
+    if _gather_lib is None:
+        lib = _native.io_library()
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        lib.gs_csr_gather_indptr.restype = ctypes.c_int32
+        lib.gs_csr_gather_indptr.argtypes = [ptr, ctypes.c_int32, i64, i64, ptr, i64, ptr, ptr]
+        lib.gs_csr_gather_fill.restype = ctypes.c_int32
+        lib.gs_csr_gather_fill.argtypes = [ptr, ptr, ptr, ctypes.c_int32, ctypes.c_int32, ptr, i64,
+                                           ptr, i64, ptr, ptr]
+        _gather_lib = lib
+    return _gather_lib
+
+
+def gather_rows(matrix, rows):
+    """Rows ``rows`` of a scipy CSR matrix as ``(values, indices, indptr)`` arrays.
+
+    Indices and row pointers come back as int64 (MXNet's CSR index type).
+    Runs in the native library (one pass, GIL released); matrices it does not
+    handle (mixed index dtypes, non-contiguous or non-float arrays) go
+    through scipy.
+
+    Raises
+    ------
+    IndexError
+        If a row number is outside ``[0, matrix.shape[0])``.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    index_dtype = matrix.indptr.dtype
+    native = (matrix.indices.dtype == index_dtype and index_dtype in (np.int32, np.int64)
+              and matrix.data.dtype in (np.float32, np.float64)
+              and matrix.data.flags.c_contiguous and matrix.indices.flags.c_contiguous
+              and matrix.indptr.flags.c_contiguous)
+    if not native:
+        part = matrix[rows]
+        return part.data, part.indices.astype(np.int64), part.indptr.astype(np.int64)
+    lib = _gather_library()
+    out_indptr = np.empty(len(rows) + 1, dtype=np.int64)
+    bad = ctypes.c_int64(-1)
+    status = lib.gs_csr_gather_indptr(matrix.indptr.ctypes.data, index_dtype.itemsize,
+                                      matrix.shape[0], len(matrix.indices), rows.ctypes.data,
+                                      len(rows), out_indptr.ctypes.data, ctypes.byref(bad))
+    if status == -1:
+        raise IndexError("row %d is out of range for a matrix of %d rows"
+                         % (rows[bad.value], matrix.shape[0]))
+    if status:
+        raise ValueError("invalid CSR matrix: its indptr is not a valid row pointer array")
+    nnz = int(out_indptr[-1])
+    out_indices = np.empty(nnz, dtype=np.int64)
+    out_values = np.empty(nnz, dtype=matrix.data.dtype)
+    status = lib.gs_csr_gather_fill(matrix.indptr.ctypes.data, matrix.indices.ctypes.data,
+                                    matrix.data.ctypes.data, index_dtype.itemsize,
+                                    matrix.data.itemsize, rows.ctypes.data, len(rows),
+                                    out_indptr.ctypes.data, nnz, out_indices.ctypes.data,
+                                    out_values.ctypes.data)
+    if status:
+        raise RuntimeError("internal error: gs_csr_gather_fill returned %d" % status)
+    return out_values, out_indices, out_indptr
 
 
 def _is_contiguous(indices):
@@ -76,10 +194,18 @@ class CSRBatchify:
 
     def __call__(self, indices, ctx=None):
         indices = np.asarray(indices, dtype=np.int64)
-        data = csr_to_ndarray(self.rows(indices), self.dtype, ctx)
-        if self.label is None:
+        if _is_contiguous(indices):
+            start, stop = int(indices[0]), int(indices[-1]) + 1
+            data = csr_row_range_to_ndarray(self.data, start, stop, self.dtype, ctx)
+            label = None if self.label is None else self.label[start:stop]
+        else:
+            values, columns, indptr = gather_rows(self.data, indices)
+            data = csr_parts_to_ndarray(values, columns, indptr,
+                                        (len(indices), self.data.shape[1]), self.dtype, ctx)
+            label = None if self.label is None else self.label[indices]
+        if label is None:
             return data, None
-        return data, mx.nd.array(self.label[indices], dtype=self.dtype, ctx=ctx)
+        return data, _dense_from_numpy(label.astype(self.dtype, copy=False), ctx)
 
 
 def stack_samples(samples, num_features=None, dtype=None):
@@ -104,4 +230,4 @@ def stack_samples(samples, num_features=None, dtype=None):
     data = csr_to_ndarray(matrix, dtype)
     if all(label is None for label in labels):
         return data, None
-    return data, mx.nd.array(np.asarray(labels), dtype=dtype)
+    return data, _dense_from_numpy(np.asarray(labels, dtype=dtype))

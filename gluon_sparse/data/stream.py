@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from .batchify import CSRBatchify
+from .batchify import _dense_from_numpy, csr_row_range_to_ndarray
 from .libsvm import _as_path_list, parse_libsvm_bytes
 from .prefetch import Prefetcher
 
@@ -146,7 +146,7 @@ class LibSVMStream:
                             int(chunk.indices[position]) + shift, self.num_features))
 
     def _batches(self, epoch):
-        """Yield (scipy CSR, labels) batches of one epoch."""
+        """Yield ``(pool, labels, start, stop)``: batch rows ``[start, stop)`` of the pool."""
         rng = np.random.default_rng([self.seed, epoch])
         pool = sp.csr_matrix((0, self.num_features), dtype=self.dtype)
         pool_label = np.zeros(0, dtype=np.float64)
@@ -166,7 +166,7 @@ class LibSVMStream:
                 ready -= ready % self.batch_size
                 for start in range(0, ready, self.batch_size):
                     stop = start + self.batch_size
-                    yield pool[start:stop], pool_label[start:stop]
+                    yield pool, pool_label, start, stop
                 pool, pool_label = pool[ready:], pool_label[ready:]
         if self.shuffle_buffer:
             order = rng.permutation(pool.shape[0])
@@ -174,12 +174,12 @@ class LibSVMStream:
         rows = pool.shape[0]
         end = rows if self.last_batch == "keep" else rows - rows % self.batch_size
         for start in range(0, end, self.batch_size):
-            stop = min(start + self.batch_size, end)
-            yield pool[start:stop], pool_label[start:stop]
+            yield pool, pool_label, start, min(start + self.batch_size, end)
 
     def _ndarray_batches(self, epoch):
-        for matrix, label in self._batches(epoch):
-            yield CSRBatchify(matrix, label, self.dtype)(np.arange(matrix.shape[0]))
+        for matrix, label, start, stop in self._batches(epoch):
+            yield (csr_row_range_to_ndarray(matrix, start, stop, self.dtype),
+                   _dense_from_numpy(label[start:stop].astype(self.dtype, copy=False)))
 
     def __iter__(self):
         epoch = self.epoch
