@@ -125,3 +125,31 @@ def test_dist_sync_two_workers_equal_single_process(problem, optimizer, lr):
             np.testing.assert_allclose(params[name], expected[name], rtol=1e-5, atol=1e-6,
                                        err_msg=name)
     assert not np.allclose(initial["0.weight"], expected["0.weight"])
+
+
+@pytest.mark.slow
+def test_a_server_that_cannot_unpickle_the_optimizer_fails_the_job(tmp_path, caplog):
+    # MXNet's own server only prints such an error and keeps serving without an
+    # optimizer, which silently assigns summed gradients to the weights.
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import mxnet as mx\n"
+        "class ScriptLocalSGD(mx.optimizer.SGD):\n"
+        "    pass  # defined in __main__: the servers cannot import it\n"
+        "kv = mx.kv.create('dist_sync')\n"
+        "kv.set_optimizer(ScriptLocalSGD(learning_rate=0.1))\n"
+        "kv.init(0, mx.nd.ones(3))\n"
+        "kv.push(0, mx.nd.ones(3))\n"
+        "out = mx.nd.zeros(3)\n"
+        "kv.pull(0, out=out)\n"
+        "print('pulled', out.asnumpy())\n")
+    args = launcher.add_arguments(argparse.ArgumentParser()).parse_args(
+        ["-n", "1", "-s", "1", "--timeout", "60", "--grace-period", "2", "--",
+         sys.executable, str(worker)])
+    output = io.StringIO()
+    code = launcher.run(args, output=output)
+    assert code == 1, output.getvalue()
+    assert "pulled" not in output.getvalue()
+    assert "ScriptLocalSGD" in output.getvalue()  # the server's traceback is forwarded
+    assert any("server 0" in r.getMessage() and "exited with code 1" in r.getMessage()
+               for r in caplog.records)

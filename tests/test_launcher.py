@@ -41,7 +41,8 @@ def test_local_processes_get_the_dmlc_environment_on_loopback():
     workers = [p for p in processes if p.role == "worker"]
     assert [p.env["DMLC_WORKER_ID"] for p in workers] == ["0", "1"]
     assert all(p.argv == ["python", "train.py"] for p in workers)
-    assert processes[1].argv[-2:] == ["-m", "gluon_sparse.distributed.server"]
+    assert processes[1].argv[-1] == launcher.SERVER_SCRIPT
+    assert processes[1].argv[-1].endswith(os.path.join("gluon_sparse", "distributed", "server.py"))
 
 
 def test_local_processes_share_the_cores_between_openmp_pools(monkeypatch):
@@ -103,8 +104,7 @@ def test_ssh_command_lines_place_processes_round_robin():
     assert "DMLC_NODE_HOST" not in assignments  # remote nodes find their own address
     assert remote[-4:] == ["python", "train.py", "--data", "a b"]
     server = next(p for p in processes if p.name == "server 1")
-    assert shlex.split(server.argv[-1])[-3:] == ["/opt/py/bin/python", "-m",
-                                                 "gluon_sparse.distributed.server"]
+    assert shlex.split(server.argv[-1])[-2:] == ["/opt/py/bin/python", launcher.SERVER_SCRIPT]
 
 
 def run_launcher(argv):
@@ -182,6 +182,7 @@ def alive(pid):
         return False
 
 
+@pytest.mark.slow
 def test_killing_a_worker_ends_a_dist_sync_job_with_nothing_left_running():
     # A real dist_sync job (scheduler, server, two workers in the kvstore): once a
     # worker dies the others block in ps-lite forever, so the launcher must end them.
@@ -212,6 +213,40 @@ def test_killing_a_worker_ends_a_dist_sync_job_with_nothing_left_running():
         assert time.monotonic() - killed_at < 15
         assert launch.returncode == 128 + signal.SIGKILL
         assert "worker 1" in stderr and "killed by SIGKILL" in stderr
+        assert [pid for pid in job if alive(pid)] == []
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
+
+
+def wait_for_lines(stream, marker, count, timeout):
+    found = []
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        if marker in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launcher_stops_every_process():
+    worker = "import time; print('ready', flush=True); time.sleep(120)"
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "--grace-period", "2",
+         "--", PYTHON, "-c", worker],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert len(wait_for_lines(launch.stdout, "] ready", 2, timeout=60)) == 2
+        job = descendants(launch.pid)
+        assert len(job) >= 4
+        launch.send_signal(signal.SIGTERM)
+        _, stderr = launch.communicate(timeout=30)
+        assert launch.returncode == 128 + signal.SIGTERM
+        assert "received SIGTERM" in stderr
         assert [pid for pid in job if alive(pid)] == []
     finally:
         if launch.poll() is None:

@@ -4,8 +4,8 @@
 this machine and on the loopback interface only:
 
 * one **scheduler** and ``-s`` **servers**, as
-  ``python -m gluon_sparse.distributed.server`` (see :mod:`.server`: it loads
-  the operator library and gluon-sparse's optimizers before serving);
+  ``python .../gluon_sparse/distributed/server.py`` (see :mod:`.server`: it
+  loads the operator library and gluon-sparse's optimizers before serving);
 * ``-n`` **workers** running the command.
 
 Every process gets the ``DMLC_*`` environment MXNet's parameter server reads
@@ -47,7 +47,7 @@ __all__ = ["Process", "add_arguments", "build_processes", "main", "read_hosts", 
            "ssh_command"]
 
 LOOPBACK = "127.0.0.1"
-SERVER_MODULE = "gluon_sparse.distributed.server"
+SERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
 TIMEOUT_EXIT_CODE = 124
 DEFAULT_GRACE_PERIOD = 5.0
 _POLL_INTERVAL = 0.05
@@ -251,7 +251,7 @@ def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=Non
         if "OMP_NUM_THREADS" not in os.environ:
             common["OMP_NUM_THREADS"] = str(
                 max(1, (os.cpu_count() or 1) // (num_workers + num_servers)))
-    server_command = [python, "-m", SERVER_MODULE]
+    server_command = [python, SERVER_SCRIPT]
     layout = [("scheduler", 0, server_command, {})]
     layout += [("server", i, server_command, {"DMLC_SERVER_ID": str(i)})
                for i in range(num_servers)]

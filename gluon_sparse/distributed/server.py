@@ -1,8 +1,10 @@
 """Entry point of the scheduler and server processes of a ``dist_*`` kvstore.
 
-``python -m gluon_sparse.distributed.server`` (what :mod:`.launcher` runs for the
-scheduler and the servers) differs from running the workers' script on them,
-which is MXNet's usual way, in two respects:
+``python .../gluon_sparse/distributed/server.py`` (what :mod:`.launcher` runs
+for the scheduler and the servers; run by path, not with ``-m``, which would
+import the ``gluon_sparse`` package, and so MXNet, before this file could act)
+differs from running the workers' script on them, which is MXNet's usual way,
+in two respects:
 
 * gluon-sparse is imported *before* the server starts serving. MXNet starts a
   server inside ``import mxnet`` when ``DMLC_ROLE`` is ``server``, so nothing a
@@ -54,8 +56,9 @@ def _fail_fast_server(kvstore):
                     handle(cmd_id, cmd_body, extra)
                 except BaseException:  # noqa: B902 - anything here leaves the server unusable
                     logger.exception("kvstore server %d failed to apply command %d from the "
-                                     "workers (command 0 is the pickled optimizer); exiting",
-                                     self.kvstore.rank, cmd_id)
+                                     "workers (command 0 is the pickled optimizer: its class "
+                                     "must be importable here, from a module rather than the "
+                                     "training script); exiting", self.kvstore.rank, cmd_id)
                     sys.stderr.flush()
                     # Raising would be swallowed by the ctypes callback: leave at once
                     # so the launcher sees the failure and stops the job.
@@ -80,5 +83,9 @@ def main():
 
 
 if __name__ == "__main__":
+    # Run as a script, this directory heads sys.path; its modules must not
+    # shadow top-level ones.
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     sys.exit(main())
