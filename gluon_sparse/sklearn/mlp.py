@@ -109,8 +109,8 @@ _FITTED_ATTRIBUTES_DOC = """
         Loss of the last epoch (mean weighted loss plus the L2 penalty).
     loss_curve_ : list of float
         Loss of every epoch.
-    best_loss_ : float or None
-        Lowest loss seen; None with early stopping.
+    best_loss_ : float
+        Lowest training loss seen.
     validation_scores_ : list of float or None
         Score on the held-out data after every epoch (early stopping only).
     best_validation_score_ : float or None

@@ -1,0 +1,366 @@
+"""Behaviour of the scikit-learn estimators against NumPy, scipy and scikit-learn references."""
+import pickle
+import warnings
+
+import joblib
+import mxnet as mx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.datasets import load_svmlight_file, make_blobs
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier
+
+from gluon_sparse.data import LibSVMDataset
+from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
+from gluon_sparse.sklearn import (SparseMLPClassifier, SparseMLPRegressor, SparseNetClassifier,
+                                  SparseNetRegressor, load)
+from gluon_sparse.sklearn._context import parse_context
+
+HEART_SCALE = "/work/shared/data/heart_scale"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_convergence_warnings():
+    # Most fits here stop at a small max_iter on purpose.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        yield
+
+
+def sparse_blobs(n_samples=200, n_features=300, n_classes=3, seed=0):
+    """Blob clusters scattered over a wide, mostly empty feature space."""
+    X, y = make_blobs(n_samples, n_features=8, centers=n_classes, random_state=seed)
+    rng = np.random.RandomState(seed)
+    columns = rng.choice(n_features, 8, replace=False)
+    wide = sp.csr_matrix((X.ravel(), (np.repeat(np.arange(n_samples), 8), np.tile(columns, n_samples))),
+                         shape=(n_samples, n_features), dtype=np.float32)
+    return wide, y
+
+
+def fm_module(n_outputs):
+    """A module-level factory (importable, so the estimator can be saved)."""
+    return FactorizationMachine(factor_size=4)
+
+
+def numpy_forward(estimator, X):
+    """The MLP's outputs recomputed with NumPy from its parameters."""
+    layers = list(estimator.module_)
+    act = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "identity": lambda z: z,
+           "logistic": lambda z: 1 / (1 + np.exp(-z))}[estimator.activation]
+    out = X @ layers[0].weight.data().asnumpy() + layers[0].bias.data().asnumpy()
+    for layer in layers[1:]:  # gluon.nn.Dense stores (units, in_units)
+        out = act(out) @ layer.weight.data().asnumpy().T + layer.bias.data().asnumpy()
+    return out
+
+
+def test_mlp_outputs_match_numpy_forward_pass():
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(16, 8), activation="tanh", max_iter=5,
+                              random_state=0).fit(X, y)
+    logits = numpy_forward(clf, X.toarray())
+    np.testing.assert_allclose(clf.decision_function(X), logits, rtol=1e-4, atol=1e-5)
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(clf.predict_proba(X), expected / expected.sum(axis=1, keepdims=True),
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[logits.argmax(axis=1)])
+
+
+def test_binary_uses_one_sigmoid_output_and_any_label_type():
+    X, y = sparse_blobs(n_classes=2)
+    labels = np.array(["spam", "ham"])[y]
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=30, learning_rate_init=0.01,
+                              random_state=0).fit(X, labels)
+    assert clf.n_outputs_ == 1
+    np.testing.assert_array_equal(clf.classes_, ["ham", "spam"])
+    logit = clf.decision_function(X)
+    assert logit.shape == (X.shape[0],)
+    np.testing.assert_allclose(clf.predict_proba(X)[:, 1], 1 / (1 + np.exp(-logit)), rtol=1e-6)
+    np.testing.assert_array_equal(clf.predict(X), np.where(logit > 0, "spam", "ham"))
+    assert clf.score(X, labels) > 0.95
+
+
+def test_accuracy_matches_sklearn_mlp_on_heart_scale():
+    X, y = load_svmlight_file(HEART_SCALE, dtype=np.float32)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0,
+                                                        stratify=y)
+    ours = SparseMLPClassifier(hidden_layer_sizes=(32,), max_iter=100, random_state=0)
+    reference = MLPClassifier(hidden_layer_sizes=(32,), max_iter=100, random_state=0)
+    ours_score = ours.fit(X_train, y_train).score(X_test, y_test)
+    reference_score = reference.fit(X_train, y_train).score(X_test, y_test)
+    assert ours_score > 0.75
+    assert ours_score >= reference_score - 0.06
+    np.testing.assert_array_equal(ours.classes_, [-1.0, 1.0])
+
+
+def test_sgd_step_equals_numpy_gradient_with_weights_and_alpha():
+    # One full-batch SGD step of the linear regressor, against the gradient of
+    # MLPRegressor's objective: weighted mean of (1/2)(Xw + b - y)^2 plus
+    # alpha/2 ||w||^2, both divided by the weight sum.
+    rng = np.random.RandomState(0)
+    X = sp.random(40, 25, density=0.2, format="csr", random_state=0, dtype=np.float32)
+    y = rng.randn(40).astype(np.float32)
+    weight = rng.randint(0, 4, 40).astype(np.float32)
+    reg = SparseNetRegressor(optimizer="sgd", learning_rate_init=0.1, alpha=0.5, batch_size=40,
+                             max_iter=1, shuffle=False, random_state=0).fit(X, y)
+    w0 = reg.module_.weight.data().asnumpy()[:, 0].astype(np.float64)
+    b0 = float(reg.module_.bias.data().asnumpy()[0])
+    reg.set_params(warm_start=True).fit(X, y, sample_weight=weight)
+    dense = X.toarray().astype(np.float64)
+    residual = weight * (dense @ w0 + b0 - y)
+    w_expected = w0 - 0.1 * (dense.T @ residual + 0.5 * w0) / weight.sum()
+    b_expected = b0 - 0.1 * residual.sum() / weight.sum()
+    np.testing.assert_allclose(reg.module_.weight.data().asnumpy()[:, 0], w_expected, rtol=1e-4,
+                               atol=1e-6)
+    np.testing.assert_allclose(reg.module_.bias.data().asnumpy()[0], b_expected, rtol=1e-4)
+
+
+def test_integer_weights_equal_repeated_samples():
+    X, y = sparse_blobs(n_samples=60)
+    weight = np.random.RandomState(1).randint(0, 3, X.shape[0])
+    params = dict(hidden_layer_sizes=(8,), batch_size=500, max_iter=20, random_state=0,
+                  learning_rate_init=0.01)
+    weighted = SparseMLPClassifier(**params).fit(X, y, sample_weight=weight)
+    repeated = SparseMLPClassifier(**params).fit(X[np.repeat(np.arange(60), weight)],
+                                                 np.repeat(y, weight))
+    np.testing.assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("convert", [sp.csr_matrix, sp.csc_matrix, sp.coo_matrix, sp.csr_array,
+                                     lambda X: X.toarray()],
+                         ids=["csr", "csc", "coo", "csr_array", "dense"])
+def test_input_formats_give_identical_models(convert):
+    X, y = sparse_blobs()
+    params = dict(hidden_layer_sizes=(8,), max_iter=5, random_state=3)
+    reference = SparseMLPClassifier(**params).fit(X, y)
+    other = SparseMLPClassifier(**params).fit(convert(X), y)
+    np.testing.assert_array_equal(other.predict_proba(convert(X)), reference.predict_proba(X))
+
+
+def test_libsvm_path_and_dataset_inputs():
+    X, y = load_svmlight_file(HEART_SCALE, dtype=np.float32)
+    params = dict(hidden_layer_sizes=(8,), max_iter=5, random_state=0)
+    reference = SparseMLPClassifier(**params).fit(X, y)
+    from_path = SparseMLPClassifier(**params).fit(HEART_SCALE)
+    from_dataset = SparseMLPClassifier(**params).fit(LibSVMDataset(HEART_SCALE))
+    expected = reference.predict_proba(X)
+    np.testing.assert_array_equal(from_path.predict_proba(HEART_SCALE), expected)
+    np.testing.assert_array_equal(from_dataset.predict_proba(LibSVMDataset(HEART_SCALE)), expected)
+    assert from_path.score(HEART_SCALE, y) == reference.score(X, y)
+
+
+def test_prediction_input_wider_than_model_is_rejected(tmp_path):
+    clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
+    wide = tmp_path / "wide.svm"
+    wide.write_text("1 3:0.5 20:1\n-1 1:1\n")
+    with pytest.raises(ValueError, match="wide.svm"):
+        clf.predict(str(wide))
+    with pytest.raises(ValueError, match="13 features"):
+        clf.predict(np.zeros((2, 20)))
+
+
+def test_same_random_state_same_predictions_different_differs():
+    X, y = sparse_blobs()
+    a = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=5, random_state=7).fit(X, y)
+    b = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=5, random_state=7).fit(X, y)
+    c = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=5, random_state=8).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert not np.array_equal(a.predict_proba(X), c.predict_proba(X))
+
+
+def test_partial_fit_epochs_equal_fit_epochs():
+    X, y = sparse_blobs()
+    params = dict(hidden_layer_sizes=(8,), shuffle=False, random_state=0, tol=0,
+                  n_iter_no_change=100)
+    fitted = SparseMLPClassifier(max_iter=3, **params).fit(X, y)
+    incremental = SparseMLPClassifier(**params)
+    with pytest.raises(ValueError, match="classes must be passed"):
+        incremental.partial_fit(X, y)
+    for _ in range(3):
+        incremental.partial_fit(X, y, classes=np.unique(y))
+    assert incremental.n_iter_ == 3 and len(incremental.loss_curve_) == 3
+    np.testing.assert_allclose(incremental.loss_curve_, fitted.loss_curve_, rtol=1e-6)
+    np.testing.assert_allclose(incremental.predict_proba(X), fitted.predict_proba(X), rtol=1e-5)
+    with pytest.raises(ValueError, match="not among the classes"):
+        incremental.partial_fit(X, y + 10)
+
+
+def test_convergence_bookkeeping_like_mlpclassifier():
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=300, learning_rate_init=0.05,
+                              tol=1e-3, n_iter_no_change=3, random_state=0).fit(X, y)
+    assert clf.n_iter_ < 300 and len(clf.loss_curve_) == clf.n_iter_
+    assert clf.best_loss_ == min(clf.loss_curve_)
+    assert clf.validation_scores_ is None and clf.t_ == clf.n_iter_ * X.shape[0]
+
+
+def test_early_stopping_keeps_best_validation_weights():
+    X, y = sparse_blobs(n_samples=300)
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=200, early_stopping=True,
+                              validation_fraction=0.2, n_iter_no_change=3, learning_rate_init=0.05,
+                              random_state=0).fit(X, y)
+    assert len(clf.validation_scores_) == clf.n_iter_ < 200
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+
+
+def test_unseen_features_keep_their_initial_weights():
+    # Standard Adam moves a row only through its gradient (0 for a feature
+    # that never occurs) and weight decay, so with alpha=0 the rows of unseen
+    # features stay exactly at their initial values.
+    X, y = sparse_blobs(n_features=300)
+    seen = np.unique(X.indices)
+    unseen = np.setdiff1d(np.arange(300), seen)
+    a = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=0, max_iter=1, random_state=0).fit(X, y)
+    b = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=0, max_iter=4, random_state=0).fit(X, y)
+    weight_a = a.module_[0].weight.data().asnumpy()
+    weight_b = b.module_[0].weight.data().asnumpy()
+    np.testing.assert_array_equal(weight_a[unseen], weight_b[unseen])
+    assert not np.allclose(weight_a[seen], weight_b[seen])
+    assert b.module_[0].weight.grad().stype == "row_sparse"
+
+
+def test_regressor_multi_output():
+    X, _ = sparse_blobs()
+    coef = np.random.RandomState(0).randn(X.shape[1], 2)
+    Y = X @ coef + [1.0, -2.0]
+    reg = SparseNetRegressor(max_iter=300, learning_rate_init=0.05, alpha=0, random_state=0)
+    reg.fit(X, Y)
+    assert reg.predict(X).shape == Y.shape and reg.n_outputs_ == 2
+    assert reg.score(X, Y) > 0.9
+    mlp = SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=2, random_state=0).fit(X, Y)
+    assert mlp.predict(X).shape == Y.shape
+    assert SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=2).fit(X, Y[:, 0]).predict(X).ndim == 1
+
+
+def test_factorization_machine_module():
+    X, y = sparse_blobs(n_classes=2)
+    clf = SparseNetClassifier(module=fm_module, max_iter=30, learning_rate_init=0.02,
+                              random_state=0).fit(X, y)
+    assert isinstance(clf.module_, FactorizationMachine)
+    assert clf.score(X, y) > 0.9
+    with pytest.raises(TypeError, match="not be a Block instance"):
+        SparseNetClassifier(module=FullyConnectedSparse(2)).fit(X, y)
+
+
+@pytest.mark.parametrize("dump, restore", [(pickle.dumps, pickle.loads),
+                                           (None, None)], ids=["pickle", "joblib"])
+def test_pickle_round_trip_identical_predictions(tmp_path, dump, restore):
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=5, random_state=0).fit(X, y)
+    expected = clf.predict_proba(X)
+    # As if trained on a GPU: the pickle holds numpy arrays and the copy
+    # falls back to the CPU when the GPU is not there.
+    clf.set_params(ctx="gpu:0")
+    if dump is None:
+        joblib.dump(clf, tmp_path / "model.joblib")
+        copy = joblib.load(tmp_path / "model.joblib")
+    else:
+        state = clf.__getstate__()
+        assert all(isinstance(v, np.ndarray) for v in state["_module_params"].values())
+        copy = restore(dump(clf))
+    np.testing.assert_array_equal(copy.predict_proba(X), expected)
+    np.testing.assert_array_equal(clf.predict_proba(X), expected)  # the original still works
+    copy.set_params(ctx="cpu", warm_start=True, max_iter=1).fit(X, y)  # and trains on
+
+
+def test_save_load_round_trip(tmp_path):
+    X, y = sparse_blobs()
+    labels = np.array(["a", "b", "c"])[y]
+    for estimator in (SparseMLPClassifier(hidden_layer_sizes=(8, 4), max_iter=5, random_state=0),
+                      SparseNetClassifier(module=fm_module, max_iter=3, random_state=0),
+                      SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=3, random_state=0)):
+        target = labels if hasattr(estimator, "predict_proba") else y.astype(float)
+        estimator.fit(X, target)
+        path = tmp_path / type(estimator).__name__
+        estimator.save(path)
+        assert sorted(p.name for p in path.iterdir()) == ["estimator.json", "network.params"]
+        loaded = type(estimator).load(path)
+        np.testing.assert_array_equal(loaded.predict(X), estimator.predict(X))
+        assert loaded.get_params() == estimator.get_params()
+        assert loaded.loss_curve_ == estimator.loss_curve_
+        # MXNet's own format: a plain nd.load reads the parameters.
+        assert set(mx.nd.load(str(path / "network.params"))) == set(
+            estimator.module_._collect_params_with_prefix())
+    with pytest.raises(TypeError, match="holds a SparseMLPRegressor"):
+        SparseMLPClassifier.load(path)
+    np.testing.assert_array_equal(load(tmp_path / "SparseMLPClassifier").classes_, ["a", "b", "c"])
+
+
+def test_save_custom_loss_needs_it_at_load(tmp_path):
+    X, y = sparse_blobs()
+    loss = mx.gluon.loss.L1Loss()
+    reg = SparseNetRegressor(loss=loss, max_iter=2, random_state=0).fit(X, y.astype(float))
+    reg.save(tmp_path / "m")
+    with pytest.raises(ValueError, match="pass it to load"):
+        load(tmp_path / "m")
+    np.testing.assert_array_equal(load(tmp_path / "m", loss=loss).predict(X), reg.predict(X))
+
+
+def test_interrupted_save_leaves_previous_model(tmp_path, monkeypatch):
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2, random_state=0).fit(X, y)
+    clf.save(tmp_path / "m")
+    before = load(tmp_path / "m").predict_proba(X)
+
+    def interrupted(self, filename, deduplicate=False):
+        with open(filename, "wb") as f:
+            f.write(b"half")
+        raise KeyboardInterrupt
+
+    retrained = clone(clf).set_params(random_state=1).fit(X, y)
+    monkeypatch.setattr(mx.gluon.Block, "save_parameters", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        retrained.save(tmp_path / "m")
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]
+    np.testing.assert_array_equal(load(tmp_path / "m").predict_proba(X), before)
+    with pytest.raises(KeyboardInterrupt):
+        retrained.save(tmp_path / "new")
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]
+
+
+def test_save_refuses_to_replace_other_directories(tmp_path):
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not a gluon-sparse model"):
+        clf.save(tmp_path / "data")
+    with pytest.raises(FileNotFoundError, match="not a gluon-sparse model directory"):
+        load(tmp_path / "data")
+
+
+def test_unfitted_and_bad_parameters():
+    X, y = sparse_blobs()
+    with pytest.raises(NotFittedError):
+        SparseMLPClassifier().predict(X)
+    with pytest.raises(NotFittedError):
+        SparseMLPClassifier().module_
+    with pytest.raises(ValueError, match="not a registered MXNet optimizer"):
+        SparseMLPClassifier(optimizer="nope", max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+        SparseMLPClassifier(hidden_layer_sizes=(4, 0), max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        SparseMLPClassifier(max_iter=1).fit(X, np.zeros(X.shape[0]))
+
+
+def test_context_parsing():
+    assert parse_context("cpu") == mx.cpu()
+    assert parse_context(mx.cpu()) == mx.cpu()
+    with pytest.raises(ValueError, match="'cpu', 'gpu' or 'gpu:N'"):
+        parse_context("tpu")
+    if mx.context.num_gpus() == 0:
+        with pytest.raises(ValueError, match="MXNet sees 0 GPU"):
+            parse_context("gpu:1")
+        with pytest.raises(ValueError, match="MXNet sees 0 GPU"):
+            SparseMLPClassifier(ctx="gpu", max_iter=1).fit(*sparse_blobs())
+
+
+def test_verbose_shows_progress_with_loss_and_validation_score(capsys):
+    X, y = sparse_blobs()
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, verbose=True, early_stopping=True,
+                        random_state=0).fit(X, y)
+    err = capsys.readouterr().err
+    assert "loss=" in err and "val_score=" in err and "epoch" in err
