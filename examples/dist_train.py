@@ -61,8 +61,9 @@ def parse_args(argv=None):
                         help="weight storage of the sparse layer: row_sparse (pulled by rows "
                              "from the kvstore) or dense (FullyConnectedSparse); default: "
                              "row_sparse for dist_* kvstores, dense otherwise")
-    parser.add_argument("--optimizer", default="sgd",
-                        help="optimizer name (sgd, adam, sparseadam, ...)")
+    parser.add_argument("--optimizer", default="sparseadam",
+                        help="optimizer name (sparseadam, sgd, adam, ...); with dist_* it runs "
+                             "on the servers")
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
     parser.add_argument("--kvstore", default="dist_sync",
                         help="dist_sync, dist_async, local, device or none (one process, "
@@ -104,8 +105,7 @@ def build_model(num_features, units, row_sparse_weight):
 
 
 def make_optimizer(name, lr, batch_size):
-    if name == "sparseadam":
-        import gluon_sparse.optimizer  # noqa: F401 - registers 'sparseadam'
+    import gluon_sparse.optimizer  # noqa: F401 - registers 'sparseadam'
     return mx.optimizer.create(name, learning_rate=lr, rescale_grad=1.0 / batch_size)
 
 
@@ -143,8 +143,11 @@ def main(argv=None):
     if not row_sparse_weight:
         net.hybridize()
     check_dist_params(net.collect_params(), args.kvstore)
+    # dist_*: the servers run the optimizer (pickled to them; the launcher's
+    # server entry has gluon-sparse's operator library loaded to run SparseAdam).
     trainer = gluon.Trainer(net.collect_params(),
-                            make_optimizer(args.optimizer, args.lr, args.batch_size), kvstore=kv)
+                            make_optimizer(args.optimizer, args.lr, args.batch_size), kvstore=kv,
+                            update_on_kvstore=True if "dist" in args.kvstore else None)
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
 
     logger.info("rank %d of %d: rows %d..%d, %d steps of %d local rows (global batch %d), "
