@@ -235,3 +235,54 @@ def test_fuzz_bytes_give_value_error_or_the_sklearn_result(tmp_path, text, multi
         # The one documented extension: rows with unsorted indices are sorted.
         with pytest.raises(ValueError):
             load_libsvm(path, dtype="float64", multilabel=multilabel, allow_unsorted=False)
+
+
+def test_values_are_parsed_exactly_like_python_float(tmp_path):
+    # The parser's fast path (short decimals) and its fallback (long mantissas,
+    # large exponents, inf/nan, under/overflow) must both round as float() does.
+    rng = np.random.default_rng(1)
+    tokens = []
+    for _ in range(4000):
+        x = rng.standard_normal() * 10.0 ** rng.integers(-30, 30)
+        tokens += ["%.*g" % (int(rng.integers(1, 18)), x), "%.*e" % (int(rng.integers(0, 20)), x),
+                   "%.*f" % (int(rng.integers(0, 12)), x), repr(x)]
+        digits = "".join(rng.choice(list("0123456789"), size=rng.integers(1, 25)))
+        cut = rng.integers(0, len(digits) + 1)
+        tokens.append(digits[:cut] + "." + digits[cut:] + ("e%d" % rng.integers(-330, 330)
+                                                            if rng.random() < 0.5 else ""))
+    tokens = [t for t in tokens if t not in (".",)]
+    tokens += ["0", "-0", "+0.0", "1e308", "1e309", "-1e-400", "4.9e-324", "2.2250738585072011e-308",
+               "inf", "-Infinity", "nan", "9007199254740993", "0.1", "123456789012345678901234567890"]
+    text = "".join("1 1:%s\n" % t for t in tokens)
+    X, _ = load_libsvm(write(tmp_path, text), dtype="float64", zero_based=False)
+    expected = np.array([float(t) for t in tokens])
+    assert X.shape[0] == len(tokens)
+    values = np.zeros(len(tokens))
+    values[np.diff(X.indptr) == 1] = X.data  # zeros are stored explicitly, so every row has one
+    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(np.signbit(values), np.signbit(expected))
+    X32, _ = load_libsvm(write(tmp_path, text, "f32"), dtype="float32", zero_based=False)
+    np.testing.assert_array_equal(X32.data, expected.astype(np.float32))
+
+
+def test_large_random_bytes_on_several_threads_never_crash(tmp_path):
+    # Several MB so that every parser thread gets a range; binary noise with
+    # newlines, and valid lines with noise spliced in at random places.
+    rng = np.random.default_rng(2)
+    noise = rng.integers(0, 256, size=3 << 20, dtype=np.uint8)
+    noise[rng.integers(0, noise.size, size=noise.size // 40)] = ord("\n")
+    valid = b"".join(b"%d %d:%.3f %d:1\n" % (i % 2, i % 90 + 1, i / 7, i % 90 + 100)
+                     for i in range(120000))
+    spliced = bytearray(valid)
+    for at in rng.integers(0, len(spliced), size=5):
+        spliced[at] = int(rng.integers(0, 256))
+    for text in [noise.tobytes(), bytes(spliced), valid[:-7]]:
+        path = write(tmp_path, text, "noise")
+        try:
+            X, y = load_libsvm(path, num_threads=4)
+        except ValueError as err:
+            assert "noise, line " in str(err)
+        else:
+            assert X.shape[0] == len(y) and X.has_sorted_indices
+    X, y = load_libsvm(write(tmp_path, valid[:-7], "cut"), num_threads=4)
+    assert X.shape[0] == 120000
