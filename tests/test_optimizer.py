@@ -1,0 +1,247 @@
+"""SparseAdam against mx.optimizer.Adam(lazy_update=False) and a NumPy reference,
+alone and inside gluon.Trainer (one and two contexts, kvstores) and the Module API."""
+import itertools
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_sparse.optimizer
+from gluon_sparse.nn import FullyConnectedSparse
+from gluon_sparse.optimizer import SparseAdam
+from gluon_sparse.optimizer import sparse_adam
+
+RTOL, ATOL = 1e-4, 2e-5
+
+
+@pytest.fixture
+def op_calls(monkeypatch):
+    """Count the calls that reach gluon-sparse's operator (vs MXNet's adam_update)."""
+    calls = []
+    real = sparse_adam._adam_op
+
+    def counting():
+        calls.append(1)
+        return real()
+    monkeypatch.setattr(sparse_adam, "_adam_op", counting)
+    return calls
+
+
+def _flatten(state):
+    if isinstance(state, (tuple, list)):
+        return [leaf for item in state for leaf in _flatten(item)]
+    return [] if state is None else [state]
+
+
+def _assert_close(got, want, rtol=RTOL, atol=ATOL):
+    np.testing.assert_allclose(got.asnumpy().astype(np.float64),
+                               want.asnumpy().astype(np.float64), rtol=rtol, atol=atol)
+
+
+def _run_both(kwargs, dtype, weight_stype, steps=30, shape=(50, 8), rows=6, seed=0):
+    """Apply the same row_sparse gradients with SparseAdam and MXNet's standard Adam."""
+    rng = np.random.RandomState(seed)
+    initial = rng.randn(*shape)
+    optimizers = [SparseAdam(**kwargs), mx.optimizer.Adam(lazy_update=False, **kwargs)]
+    weights = [mx.nd.array(initial, dtype=dtype).tostype(weight_stype) for _ in optimizers]
+    states = [opt.create_state_multi_precision(0, w) for opt, w in zip(optimizers, weights)]
+    for step in range(steps):
+        # Every few steps an empty gradient: the whole update is then decay.
+        n = 0 if step % 7 == 3 else rows
+        indices = np.sort(rng.choice(shape[0], n, replace=False))
+        grad = mx.nd.sparse.row_sparse_array((rng.randn(n, *shape[1:]).astype(dtype), indices),
+                                             shape=shape, dtype=dtype)
+        for opt, weight, state in zip(optimizers, weights, states):
+            opt.update_multi_precision(0, weight, grad, state)
+    return weights, states
+
+
+def test_registered_and_defaults():
+    opt = mx.optimizer.create("sparseadam", learning_rate=0.01)
+    assert isinstance(opt, SparseAdam)
+    assert opt.lazy_update is False
+    assert (opt.beta1, opt.beta2, opt.epsilon) == (0.9, 0.999, 1e-8)
+    assert gluon_sparse.optimizer.__all__ == ["SparseAdam"]
+
+
+GRID = list(itertools.product(
+    [{}, {"clip_gradient": 0.4}, {"clip_gradient": 0.5}],
+    [{}, {"rescale_grad": 0.14}, {"rescale_grad": 0.8}],
+    [{}, {"wd": 0.03}, {"wd": 0.07}]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("weight_stype", ["default", "row_sparse"])
+def test_matches_mxnet_adam_over_option_grid(dtype, weight_stype, op_calls):
+    # The option grid of MXNet's own tests/python/unittest/test_optimizer.py::test_adam.
+    for i, (cg, rg, wd) in enumerate(GRID):
+        kwargs = dict(learning_rate=0.01, **cg, **rg, **wd)
+        weights, states = _run_both(kwargs, dtype, weight_stype, seed=i)
+        assert weights[0].stype == weight_stype
+        _assert_close(weights[0], weights[1])
+        for ours, theirs in zip(_flatten(states[0]), _flatten(states[1])):
+            _assert_close(ours, theirs)
+    assert len(op_calls) == 30 * len(GRID)
+
+
+def test_float16_with_multi_precision(op_calls):
+    kwargs = dict(learning_rate=0.01, wd=0.03, clip_gradient=0.5, multi_precision=True)
+    weights, states = _run_both(kwargs, "float16", "default", steps=40)
+    assert weights[0].dtype == np.float16
+    master, (mean, var) = states[0]
+    assert master.dtype == mean.dtype == np.float32
+    np.testing.assert_array_equal(weights[0].asnumpy(), weights[1].asnumpy())
+    for ours, theirs in zip(_flatten(states[0]), _flatten(states[1])):
+        _assert_close(ours, theirs)
+    assert len(op_calls) == 40
+
+
+def test_float16_without_multi_precision_follows_mxnet(op_calls):
+    with pytest.warns(UserWarning):
+        weights, _ = _run_both(dict(learning_rate=0.01), "float16", "default", steps=5)
+    np.testing.assert_array_equal(weights[0].asnumpy(), weights[1].asnumpy())
+    assert not op_calls
+
+
+def test_matches_numpy_reference_with_lr_schedule():
+    shape, steps, lr, wd, clip = (20, 5), 60, 0.02, 0.01, 0.3
+    scheduler = mx.lr_scheduler.FactorScheduler(step=10, factor=0.7, base_lr=lr)
+    opt = SparseAdam(learning_rate=lr, wd=wd, clip_gradient=clip, lr_scheduler=scheduler)
+    rng = np.random.RandomState(5)
+    w = rng.randn(*shape)
+    m, v = np.zeros(shape), np.zeros(shape)
+    weight = mx.nd.array(w, dtype="float64")
+    state = opt.create_state(0, weight)
+    for t in range(1, steps + 1):
+        indices = np.sort(rng.choice(shape[0], 4, replace=False))
+        rows = rng.randn(4, shape[1])
+        opt.update(0, weight, mx.nd.sparse.row_sparse_array((rows, indices), shape=shape,
+                                                            dtype="float64"), state)
+        # mx.lr_scheduler.FactorScheduler: lr * factor**(num_update // step), float32 scalars.
+        lr_t = lr * 0.7 ** ((t - 1) // 10) * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        grad = np.zeros(shape)
+        grad[indices] = rows
+        g = np.clip(grad + wd * w, -clip, clip)
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        w = w - lr_t * m / (np.sqrt(v) + 1e-8)
+    # Exact maths in float64; MXNet (and so SparseAdam) rounds the scalars
+    # (betas, lr, wd) to float32, which accounts for the remaining ~1e-5.
+    np.testing.assert_allclose(weight.asnumpy(), w, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(state[0].asnumpy(), m, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(state[1].asnumpy(), v, rtol=RTOL, atol=1e-8)
+
+
+def test_dense_and_lazy_updates_use_mxnet(op_calls):
+    rng = np.random.RandomState(6)
+    shape = (10, 3)
+    for lazy, grad in [(False, mx.nd.array(rng.randn(*shape))),
+                       (True, mx.nd.sparse.row_sparse_array((rng.randn(2, 3), [1, 7]), dtype="float32",
+                                                            shape=shape))]:
+        ours, theirs = SparseAdam(lazy_update=lazy, wd=0.1), mx.optimizer.Adam(lazy_update=lazy,
+                                                                               wd=0.1)
+        weights = [mx.nd.array(rng.randn(*shape)) for _ in range(2)]
+        weights[1] = weights[0].copy()
+        states = [ours.create_state(0, weights[0]), theirs.create_state(0, weights[1])]
+        ours.update(0, weights[0], grad, states[0])
+        theirs.update(0, weights[1], grad, states[1])
+        np.testing.assert_array_equal(weights[0].asnumpy(), weights[1].asnumpy())
+        # Lazy Adam leaves rows outside the gradient untouched.
+        if lazy:
+            np.testing.assert_array_equal(states[0][0].asnumpy()[0], 0)
+    assert not op_calls
+
+
+# ------------------------------------------------------------------ training APIs
+
+def _sparse_net(in_units, ctx):
+    net = gluon.nn.HybridSequential()
+    net.add(FullyConnectedSparse(8, activation="sigmoid", in_units=in_units))
+    net.add(gluon.nn.Dense(1, in_units=8))
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    return net
+
+
+def _train(optimizer, optimizer_params, ctx, kvstore="device", update_on_kvstore=None, steps=8,
+           in_units=200, seed=0):
+    """Train a FullyConnectedSparse net on random CSR batches; return its parameters."""
+    mx.random.seed(seed)
+    np.random.seed(seed)
+    ctx = ctx if isinstance(ctx, list) else [ctx]
+    net = _sparse_net(in_units, ctx)
+    trainer = gluon.Trainer(net.collect_params(), optimizer, optimizer_params, kvstore=kvstore,
+                            update_on_kvstore=update_on_kvstore)
+    loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
+    rng = np.random.RandomState(seed)
+    for _ in range(steps):
+        x = mx.nd.array(rng.rand(4 * len(ctx), in_units) * (rng.rand(4 * len(ctx), in_units) < 0.03))
+        y = mx.nd.array(rng.randint(0, 2, size=(4 * len(ctx), 1)))
+        xs = gluon.utils.split_and_load(x.tostype("csr"), ctx)
+        ys = gluon.utils.split_and_load(y, ctx)
+        with autograd.record():
+            losses = [loss_fn(net(xi), yi) for xi, yi in zip(xs, ys)]
+        autograd.backward(losses)
+        trainer.step(x.shape[0])
+    return {name: p.data(ctx[0]).asnumpy() for name, p in net.collect_params().items()}, net
+
+
+def _assert_same_params(got, want):
+    assert len(got) == len(want)
+    for (name, a), b in zip(sorted(got.items()), [v for _, v in sorted(want.items())]):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.mark.parametrize("ctx, kvstore, update_on_kvstore", [
+    (mx.cpu(), "device", None),
+    ([mx.cpu(0), mx.cpu(1)], "device", False),
+    ([mx.cpu(0), mx.cpu(1)], "local", True),
+    ([mx.cpu(0), mx.cpu(1)], "device", True),
+], ids=["one-ctx", "two-ctx", "two-ctx-local-kvstore", "two-ctx-device-kvstore"])
+def test_gluon_trainer_matches_mxnet_adam(ctx, kvstore, update_on_kvstore, op_calls):
+    params = {"learning_rate": 0.05, "wd": 0.01, "clip_gradient": 1.0}
+    ours, net = _train("sparseadam", params, ctx, kvstore, update_on_kvstore)
+    theirs, _ = _train("adam", dict(params, lazy_update=False), ctx, kvstore, update_on_kvstore)
+    _assert_same_params(ours, theirs)
+    assert op_calls, "the row_sparse weight gradient did not reach the operator"
+    weight = net[0].weight
+    # Every context holds the same weight after the step.
+    for c in weight.list_ctx():
+        np.testing.assert_array_equal(weight.data(c).asnumpy(), ours[weight.name])
+
+
+def test_module_api_matches_mxnet_adam(op_calls):
+    rows, cols, batch = 60, 4, 5
+    data = mx.sym.Variable("data")
+    embed = mx.sym.Embedding(data, input_dim=rows, output_dim=cols, sparse_grad=True, name="embed")
+    out = mx.sym.LinearRegressionOutput(mx.sym.sum(embed, axis=1), name="out")
+    rng = np.random.RandomState(7)
+    x = rng.randint(0, rows, size=(40, 3)).astype("float32")
+    y = rng.randn(40, cols).astype("float32")
+    results = []
+    for optimizer, params in [("sparseadam", {}), ("adam", {"lazy_update": False})]:
+        mod = mx.mod.Module(out, data_names=["data"], label_names=["out_label"])
+        mod.bind(data_shapes=[("data", (batch, 3))], label_shapes=[("out_label", (batch, cols))])
+        mod.init_params(mx.init.Uniform(0.5), force_init=True)
+        arg, aux = mod.get_params()
+        if results:
+            mod.set_params(results[0][1], aux)
+        mod.init_optimizer(optimizer=optimizer,
+                           optimizer_params=dict(learning_rate=0.05, wd=0.02, **params))
+        initial = {k: v.copy() for k, v in mod.get_params()[0].items()}
+        for batch_data in mx.io.NDArrayIter(x, y, batch_size=batch, label_name="out_label"):
+            mod.forward_backward(batch_data)
+            mod.update()
+        results.append((mod.get_params()[0], initial))
+    assert op_calls
+    np.testing.assert_allclose(results[0][0]["embed_weight"].asnumpy(),
+                               results[1][0]["embed_weight"].asnumpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_larger_weight_matches_mxnet_adam():
+    kwargs = dict(learning_rate=0.01, wd=0.02, clip_gradient=1.0, rescale_grad=0.5)
+    weights, states = _run_both(kwargs, "float32", "default", steps=5, shape=(20000, 16), rows=500)
+    _assert_close(weights[0], weights[1])
+    for ours, theirs in zip(_flatten(states[0]), _flatten(states[1])):
+        _assert_close(ours, theirs)
