@@ -13,13 +13,14 @@ weight stays on the servers and each batch pulls only the rows it touches.
 (MXNet 1.9.1's servers abort on the dense-weight / row_sparse-gradient layout of
 ``FullyConnectedSparse``, see ``gluon_sparse.distributed.checks``.)
 
-Data parallelism: every worker trains on its even share of the rows
-(``shard_slice`` by ``kv.rank``) in local batches that together make one global
+Data parallelism: every worker trains on its equal, strided share of the rows
+(``SparseDataLoader(num_parts=kv.num_workers, part_index=kv.rank)``: rows
+``rank, rank + workers, ...``) in local batches that together make one global
 batch of ``--batch-size`` rows (``part_sizes``) and sums its loss; gradients
 are scaled by 1 / ``--batch-size``. The servers add the workers' gradients, so each
 step equals one single-process step on the global batch made of the workers'
 local batches. Every worker runs the same number of steps (``dist_sync`` waits
-for all of them): the fewest full local batches any shard has.
+for all of them): the fewest full local batches any share has.
 
 The gradient scale 1 / batch size is set on the optimizer when it is created,
 and ``trainer.step(1)`` is called: with a row_sparse weight the Trainer sends
@@ -27,6 +28,7 @@ the optimizer to the servers at the first row pull, before any ``step`` could
 set the scale.
 """
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -36,9 +38,9 @@ import mxnet as mx
 import numpy as np
 import scipy.sparse as sp
 from mxnet import autograd, gluon
-from sklearn.datasets import load_svmlight_file
 
-from gluon_sparse.distributed import check_dist_params, part_sizes, shard_slice
+from gluon_sparse.data import CSRDataset, SparseDataLoader, load_libsvm
+from gluon_sparse.distributed import check_dist_params, part_sizes
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
 
@@ -55,7 +57,7 @@ def parse_args(argv=None):
                         help="input width for --data (default: largest index + 1)")
     parser.add_argument("--batch-size", type=int, default=10, help="global batch size")
     parser.add_argument("--steps", type=int, default=None,
-                        help="stop after this many steps (default: one pass over the shards)")
+                        help="stop after this many steps (default: one pass over the shares)")
     parser.add_argument("--units", type=int, default=128, help="width of the sparse layer")
     parser.add_argument("--first-layer", choices=("row_sparse", "dense"), default=None,
                         help="weight storage of the sparse layer: row_sparse (pulled by rows "
@@ -83,9 +85,8 @@ def load_data(args):
                       dtype=np.float32, random_state=rng)
         y = (rng.random(int(rows)) < 0.5).astype(np.float32)
         return x, y
-    x, y = load_svmlight_file(args.data, n_features=args.num_features, dtype=np.float32,
-                              zero_based=True)
-    return x.tocsr(), (y > 0).astype(np.float32)
+    x, y = load_libsvm(args.data, num_features=args.num_features, zero_based=True)
+    return x, (np.asarray(y) > 0).astype(np.float32)
 
 
 def build_model(num_features, units, row_sparse_weight):
@@ -120,18 +121,20 @@ def main(argv=None):
     x, y = load_data(args)
     num_features = x.shape[1]
 
-    # This worker's even share of the rows and its part of every global batch.
-    shards = [shard_slice(x.shape[0], num_workers, r) for r in range(num_workers)]
+    # Every worker reads its strided, equal share of the rows (the loader's
+    # PartitionSampler) in local batches that make up one global batch.
     local_sizes = part_sizes(args.batch_size, num_workers)
     if min(local_sizes) == 0:
         raise SystemExit("a global batch of %d rows leaves some of the %d workers without rows"
                          % (args.batch_size, num_workers))
+    share = x.shape[0] // num_workers
     # dist_sync waits for every worker at every step: all must run the same count.
-    steps = min((s.stop - s.start) // b for s, b in zip(shards, local_sizes))
+    steps = share // max(local_sizes)
     if args.steps is not None:
         steps = min(steps, args.steps)
-    x, y = x[shards[rank]], y[shards[rank]]
     local_batch = local_sizes[rank]
+    loader = SparseDataLoader(CSRDataset(x, y), batch_size=local_batch, num_parts=num_workers,
+                              part_index=rank, last_batch="discard")
 
     first_layer = args.first_layer or ("row_sparse" if "dist" in args.kvstore else "dense")
     row_sparse_weight = first_layer == "row_sparse"
@@ -150,12 +153,10 @@ def main(argv=None):
                             update_on_kvstore=True if "dist" in args.kvstore else None)
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
 
-    logger.info("rank %d of %d: rows %d..%d, %d steps of %d local rows (global batch %d), "
-                "%d features, %s first layer", rank, num_workers, shards[rank].start,
-                shards[rank].stop, steps, local_batch, args.batch_size, num_features, first_layer)
-    batches = [(mx.nd.sparse.csr_matrix(x[i * local_batch:(i + 1) * local_batch]),
-                mx.nd.array(y[i * local_batch:(i + 1) * local_batch]))
-               for i in range(steps)]
+    logger.info("rank %d of %d: %d of %d rows, %d steps of %d local rows (global batch %d), "
+                "%d features, %s first layer", rank, num_workers, share, x.shape[0], steps,
+                local_batch, args.batch_size, num_features, first_layer)
+    batches = itertools.islice(loader, steps)
     losses = []
     start = None
     for step, (data, label) in enumerate(batches):

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from mxnet import autograd, gluon
 
-from gluon_sparse.distributed import part_sizes, shard_slice, split_and_load_batch
+from gluon_sparse.distributed import part_sizes, split_and_load_batch
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
 
@@ -22,18 +22,16 @@ def random_csr(rows, cols, density, seed):
 
 
 @pytest.mark.parametrize("rows, parts", [(10, 3), (9, 3), (2, 5), (0, 2), (7, 1)])
-def test_part_sizes_and_shards_match_numpy_array_split(rows, parts):
+def test_part_sizes_match_numpy_array_split(rows, parts):
     expected = [len(a) for a in np.array_split(np.arange(rows), parts)]
     assert part_sizes(rows, parts) == expected
-    covered = np.concatenate([np.arange(rows)[shard_slice(rows, parts, i)] for i in range(parts)])
-    np.testing.assert_array_equal(covered, np.arange(rows))
 
 
-def test_part_sizes_and_shards_reject_bad_arguments():
-    with pytest.raises(ValueError, match="num_parts"):
+def test_part_sizes_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="num_parts must be at least 1"):
         part_sizes(5, 0)
-    with pytest.raises(ValueError, match="shard index 3 is out of range for 3 shards"):
-        shard_slice(10, 3, 3)
+    with pytest.raises(ValueError, match="num_rows must be non-negative"):
+        part_sizes(-1, 2)
 
 
 @pytest.mark.parametrize("as_scipy", [False, True])

@@ -58,11 +58,12 @@ def problem(tmp_path_factory):
 def global_batches(x, y):
     """The global batches of the workers, rebuilt independently of the example.
 
-    Worker r owns the r-th even share of the rows (np.array_split) and feeds the
-    r-th even part of every global batch; global batch k is the concatenation,
-    in rank order, of the workers' k-th local batches.
+    Worker r owns rows r, r + W, r + 2W, ... (the data loader's strided share)
+    and feeds the r-th even part of every global batch; global batch k is the
+    concatenation of the workers' k-th local batches.
     """
-    shards = np.array_split(np.arange(x.shape[0]), NUM_WORKERS)
+    share = x.shape[0] // NUM_WORKERS
+    shards = [np.arange(x.shape[0])[r::NUM_WORKERS][:share] for r in range(NUM_WORKERS)]
     local_sizes = [len(p) for p in np.array_split(np.arange(BATCH_SIZE), NUM_WORKERS)]
     for step in range(STEPS):
         rows = np.concatenate([shard[step * b:(step + 1) * b]

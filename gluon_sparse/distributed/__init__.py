@@ -1,8 +1,8 @@
 """Training on several devices and several machines with MXNet's kvstore.
 
 * :func:`split_and_load_batch` splits a CSR batch and its labels across the
-  devices of one machine (uneven splits included); :func:`shard_slice` gives
-  each worker its even share of a dataset.
+  devices of one machine (uneven splits included); :func:`part_sizes` tells
+  how many rows each part (device, or worker of a global batch) gets.
 * :func:`check_dist_params` refuses, with a clear message, layers that
   MXNet 1.9.1's ``dist_*`` kvstore cannot train (dense weight, row_sparse
   gradient: its server aborts).
@@ -17,6 +17,6 @@ The communication itself is MXNet's: ``gluon.Trainer`` with a ``'device'`` or
 pulls only the weight rows a batch touches.
 """
 from .checks import check_dist_params
-from .split import part_sizes, shard_slice, split_and_load_batch
+from .split import part_sizes, split_and_load_batch
 
-__all__ = ["check_dist_params", "part_sizes", "shard_slice", "split_and_load_batch"]
+__all__ = ["check_dist_params", "part_sizes", "split_and_load_batch"]

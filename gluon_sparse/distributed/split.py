@@ -1,8 +1,10 @@
-"""Split CSR batches across devices and datasets across workers.
+"""Split CSR batches across the devices of one machine.
 
-Both follow one rule, MXNet's own (:func:`mxnet.gluon.utils.split_data` with
+The rule is MXNet's own (:func:`mxnet.gluon.utils.split_data` with
 ``even_split=False``): ``n`` rows in ``k`` parts give the first ``n % k`` parts
 one row more than the others. A batch of 10 rows on 3 devices is 4 + 3 + 3.
+(Sharing a dataset among workers is the data pipeline's job:
+``gluon_sparse.data.SparseDataLoader(num_parts=..., part_index=...)``.)
 
 Gradients stay exact with uneven parts when every part's loss is *summed* (not
 averaged) and ``Trainer.step`` gets the global batch size: the sum of the
@@ -13,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from mxnet.gluon.utils import split_and_load
 
-__all__ = ["part_sizes", "shard_slice", "split_and_load_batch"]
+__all__ = ["part_sizes", "split_and_load_batch"]
 
 
 def part_sizes(num_rows, num_parts):
@@ -43,37 +45,6 @@ def part_sizes(num_rows, num_parts):
         raise ValueError("num_rows must be non-negative, got %d" % num_rows)
     base, extra = divmod(num_rows, num_parts)
     return [base + 1] * extra + [base] * (num_parts - extra)
-
-
-def shard_slice(num_rows, num_shards, index):
-    """The rows of shard ``index`` when ``num_rows`` rows are shared evenly.
-
-    Use it to give each of ``num_shards`` workers its share of a dataset
-    (``index`` is the worker's ``kvstore.rank``).
-
-    Parameters
-    ----------
-    num_rows : int
-        Number of rows in the dataset.
-    num_shards : int
-        Number of shards (workers).
-    index : int
-        Shard number, ``0 <= index < num_shards``.
-
-    Returns
-    -------
-    slice
-        Contiguous row range of the shard.
-
-    Examples
-    --------
-    >>> [shard_slice(10, 3, i) for i in range(3)]
-    [slice(0, 4, None), slice(4, 7, None), slice(7, 10, None)]
-    """
-    if not 0 <= index < num_shards:
-        raise ValueError("shard index %d is out of range for %d shards" % (index, num_shards))
-    bounds = np.concatenate([[0], np.cumsum(part_sizes(num_rows, num_shards))])
-    return slice(int(bounds[index]), int(bounds[index + 1]))
 
 
 def _as_ndarray(array, what, ctx):
