@@ -113,7 +113,9 @@ def add_arguments(parser):
                         help="stop the whole job and exit %d after this many seconds "
                              "(default: no limit)" % TIMEOUT_EXIT_CODE)
     parser.add_argument("--port", type=int, default=0,
-                        help="scheduler port (default: a free port of this machine)")
+                        help="scheduler port (default: a port free on this machine; with "
+                             "--hosts it is only checked here, so pick one the first host has "
+                             "free)")
     parser.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_PERIOD,
                         metavar="SECONDS",
                         help="time between SIGTERM and SIGKILL when stopping processes, and "
@@ -405,7 +407,9 @@ def run(args, output=None):
     -------
     int
         0 when every worker succeeded; the first failed process's exit code
-        (``128 + signal`` if it was killed); 124 on timeout; 2 for bad arguments.
+        (``128 + signal`` if it was killed); 124 on timeout; 127 when a process
+        cannot be started; ``128 + signal`` when the launcher itself receives
+        SIGTERM or SIGHUP (130 for Ctrl-C); 2 for bad arguments.
     """
     output = output if output is not None else sys.stdout
     command = list(args.command)
