@@ -313,11 +313,17 @@ class _Job:
 
     def _forward(self, name, stream):
         prefix = "[%s] " % name
+        writable = True
         for raw in iter(stream.readline, b""):
+            if not writable:
+                continue  # keep draining: a full pipe would block the process
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             with self._write_lock:
-                self.output.write(prefix + line + "\n")
-                self.output.flush()
+                try:
+                    self.output.write(prefix + line + "\n")
+                    self.output.flush()
+                except (OSError, ValueError):  # closed or broken output (e.g. `| head`)
+                    writable = False
         stream.close()
 
     def returncodes(self):
