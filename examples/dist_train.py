@@ -3,7 +3,7 @@
 Run it under the launcher, one process per worker::
 
     gluon-sparse launch -n 2 -s 1 -- python examples/dist_train.py --data train.libsvm
-    python -m gluon_sparse.distributed.launcher -n 2 -- python examples/dist_train.py --synthetic 1000:1000000:1e-5
+    gluon-sparse launch -n 4 -- python examples/dist_train.py --synthetic 1000:1000000:1e-5
 
 or alone with ``--kvstore local`` (or ``device``). The model is the reference
 one: ``FullyConnectedSparse(units)-sigmoid-Dense(8)-sigmoid-Dense(1)`` with a

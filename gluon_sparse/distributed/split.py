@@ -108,7 +108,8 @@ def split_and_load_batch(data, label, ctx_list):
     if num_rows < len(ctx_list):
         raise ValueError("a batch of %d rows cannot be split across %d contexts: every context "
                          "needs at least one row, otherwise it keeps a stale gradient; use a "
-                         "larger batch or fewer contexts for this batch" % (num_rows, len(ctx_list)))
+                         "larger batch or fewer contexts for this batch"
+                         % (num_rows, len(ctx_list)))
     data_parts = split_and_load(data, ctx_list, even_split=False)
     if label is None:
         return data_parts, None
