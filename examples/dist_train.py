@@ -50,11 +50,14 @@ logger = logging.getLogger("dist_train")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--data", help="LibSVM file (zero-based feature indices)")
+    source.add_argument("--data", help="LibSVM file")
     source.add_argument("--synthetic", metavar="ROWS:FEATURES:DENSITY",
                         help="random CSR data, the same on every worker (seeded)")
     parser.add_argument("--num-features", type=int, default=None,
                         help="input width for --data (default: largest index + 1)")
+    parser.add_argument("--zero-based", choices=("auto", "true", "false"), default="auto",
+                        help="feature indices of --data start at 0 (true) or 1 (false); auto "
+                             "decides from the file, as load_libsvm does")
     parser.add_argument("--batch-size", type=int, default=10, help="global batch size")
     parser.add_argument("--steps", type=int, default=None,
                         help="stop after this many steps (default: one pass over the shares)")
@@ -85,7 +88,8 @@ def load_data(args):
                       dtype=np.float32, random_state=rng)
         y = (rng.random(int(rows)) < 0.5).astype(np.float32)
         return x, y
-    x, y = load_libsvm(args.data, num_features=args.num_features, zero_based=True)
+    zero_based = {"auto": "auto", "true": True, "false": False}[args.zero_based]
+    x, y = load_libsvm(args.data, num_features=args.num_features, zero_based=zero_based)
     return x, (np.asarray(y) > 0).astype(np.float32)
 
 
@@ -174,8 +178,10 @@ def main(argv=None):
     stats = {"rank": rank, "num_workers": num_workers, "steps": steps,
              "seconds": seconds, "samples_per_second": timed_samples / seconds if steps > 1 else 0,
              "loss": [float(l.asscalar()) for l in losses]}
-    logger.info("rank %d: %d steps, %.1f samples/s (global)", rank, steps,
-                stats["samples_per_second"])
+    logger.info("rank %d: %d steps, %.1f samples/s (global), local loss per row %.4f -> %.4f",
+                rank, steps, stats["samples_per_second"],
+                stats["loss"][0] / local_batch if steps else float("nan"),
+                stats["loss"][-1] / local_batch if steps else float("nan"))
     if args.save_dir:
         os.makedirs(args.save_dir, exist_ok=True)
         net.save_parameters(os.path.join(args.save_dir, "params-rank%d.params" % rank))

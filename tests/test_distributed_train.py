@@ -95,7 +95,7 @@ def launch_training(problem, optimizer, lr, name):
     save_dir = str(problem["dir"] / name)
     args = launcher.add_arguments(argparse.ArgumentParser()).parse_args(
         ["-n", str(NUM_WORKERS), "-s", "1", "--timeout", "120", "--grace-period", "5", "--",
-         sys.executable, WORKER_SCRIPT, "--data", problem["data_file"],
+         sys.executable, WORKER_SCRIPT, "--data", problem["data_file"], "--zero-based", "true",
          "--num-features", str(NUM_FEATURES), "--batch-size", str(BATCH_SIZE),
          "--steps", str(STEPS), "--optimizer", optimizer, "--lr", str(lr),
          "--init-params", problem["init_file"], "--save-dir", save_dir])
