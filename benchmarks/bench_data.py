@@ -91,7 +91,7 @@ def one_pass_stream(path):
     return batches
 
 
-def bench_loading(path, skip_sklearn):
+def bench_loading(path, skip_sklearn, repeat):
     megabytes = os.path.getsize(path) / 1e6
     table = Table("data_loading", ["method", "seconds", "MB/s", "vs LibSVMIter", "batches"])
     warm_page_cache(path)
@@ -110,7 +110,8 @@ def bench_loading(path, skip_sklearn):
                                                 dtype=np.float32)[0].shape[0]))
     baseline = None
     for name, fn in runs:
-        seconds, count = timed(fn)
+        # Best of `repeat` passes: other processes share the machine.
+        seconds, count = min(timed(fn) for _ in range(repeat))
         baseline = baseline or seconds
         table.add(method=name, seconds=round(seconds, 2), **{"MB/s": round(megabytes / seconds, 1),
                   "vs LibSVMIter": round(baseline / seconds, 2), "batches": count})
@@ -136,7 +137,7 @@ def measure_waits(loader, step, steps):
     return time.perf_counter() - start, waited
 
 
-def bench_prefetch(path, max_rows=200000, steps=1000):
+def bench_prefetch(path, max_rows=200000, steps=2000):
     X, y = load_libsvm(path, num_features=NUM_FEATURES, zero_based=True)
     dataset = CSRDataset(X[:max_rows], y[:max_rows])
 
@@ -190,14 +191,16 @@ def main():
     parser.add_argument("--megabytes", type=int, default=220)
     parser.add_argument("--path", default="/tmp/gluon_sparse_bench_1m_features.libsvm")
     parser.add_argument("--skip-sklearn", action="store_true")
+    parser.add_argument("--repeat", type=int, default=2, help="passes per loader (best is kept)")
+    parser.add_argument("--steps", type=int, default=2000, help="training steps per prefetch run")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     start = time.perf_counter()
     generate(args.path, args.megabytes)
     print("file %s: %.1f MB (generated/checked in %.0f s)"
           % (args.path, os.path.getsize(args.path) / 1e6, time.perf_counter() - start))
-    bench_loading(args.path, args.skip_sklearn)
-    bench_prefetch(args.path)
+    bench_loading(args.path, args.skip_sklearn, args.repeat)
+    bench_prefetch(args.path, steps=args.steps)
 
 
 if __name__ == "__main__":

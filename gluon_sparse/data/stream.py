@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from .batchify import _dense_from_numpy, csr_row_range_to_ndarray
+from .batchify import array_to_ndarray, csr_row_range_to_ndarray
 from .libsvm import _as_path_list, parse_libsvm_bytes
 from .prefetch import Prefetcher
 
@@ -179,7 +179,7 @@ class LibSVMStream:
     def _ndarray_batches(self, epoch):
         for matrix, label, start, stop in self._batches(epoch):
             yield (csr_row_range_to_ndarray(matrix, start, stop, self.dtype),
-                   _dense_from_numpy(label[start:stop].astype(self.dtype, copy=False)))
+                   array_to_ndarray(label[start:stop].astype(self.dtype, copy=False)))
 
     def __iter__(self):
         epoch = self.epoch
