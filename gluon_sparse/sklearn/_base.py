@@ -253,8 +253,12 @@ class BaseSparseNet(BaseEstimator):
         labels = targets.reshape(n_samples, n_targets)
         if sample_weight is not None:
             labels = np.column_stack([labels, sample_weight])
-        loader = SparseDataLoader(CSRDataset(X, labels), batch_size=self._batch_size(n_samples),
-                                  shuffle=self.shuffle, ctx=ctx, dtype=np.float32,
+        batch_size = self._batch_size(n_samples)
+        # Building batches in a background thread pays off over many batches; for
+        # an epoch of a few the thread's start costs more than it hides.
+        prefetch = 2 if n_samples > 4 * batch_size else 0
+        loader = SparseDataLoader(CSRDataset(X, labels), batch_size=batch_size,
+                                  shuffle=self.shuffle, ctx=ctx, dtype=np.float32, prefetch=prefetch,
                                   seed=int(self._random_state.randint(np.iinfo(np.int32).max)))
         epochs = 1 if incremental else self.max_iter
         progress = tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
