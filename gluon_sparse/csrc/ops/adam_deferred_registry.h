@@ -1,0 +1,65 @@
+/*!
+ * Registry of the weights trained by deferred standard Adam.
+ *
+ * Deferred Adam (adam_deferred_op.cc) leaves the rows absent from a gradient
+ * behind; a row must be brought up to date before anything reads it. The
+ * product operators read weight rows inside the graph (also inside a
+ * hybridized parent, where no Python code runs per block), so the state they
+ * need lives here, in the operator library: a weight's data pointer maps to
+ * its optimizer state (mean, var, last_step, history pointers) and the step
+ * the weight has reached. Python fills it through the C functions below
+ * (gluon_sparse/optimizer/deferred.py, via ctypes).
+ *
+ * Why writing rows inside a read-only operator is safe: the update operator
+ * writes the weight and mutates mean, var, last_step and history, and the
+ * product operator reads the weight, so MXNet's engine orders
+ * update(t) -> forward(t + 1) -> update(t + 1). Between two updates nothing
+ * else writes these arrays, and the only concurrent readers of the weight are
+ * other product operators, which refresh the same way: an entry's mutex makes
+ * their refreshes one after the other, and a row refreshed once is up to date
+ * for the others. The weight must NOT be declared mutable by the product
+ * operator: lib_api turns mutable inputs into auxiliary states, which would
+ * lose the weight's gradient.
+ *
+ * Lifetime: Python unregisters an entry before it frees the arrays (and
+ * re-registers when it reallocates the history); unregistering marks the
+ * entry dead under its mutex, so a refresh that found it just before waits
+ * for nothing and touches nothing afterwards.
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_
+#define GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+
+namespace gluon_sparse {
+namespace deferred {
+
+/*!
+ * \brief Bring rows `cols[0, n)` (any order, repeats allowed) of the weight
+ *        whose data starts at `weight` up to its current step, on the CPU.
+ *
+ * Does nothing, in one hash lookup, when the weight is not registered.
+ * `dtype` is the weight's MXDType (kFloat32 or kFloat64).
+ * Returns false and sets `*error` if the registration does not fit the call
+ * (dtype, device, a column out of range).
+ */
+bool refresh_rows_cpu(const void* weight, int dtype, const int64_t* cols, int64_t n,
+                      std::string* error);
+
+#if GLUON_SPARSE_WITH_CUDA
+/*!
+ * \brief The same on the GPU: `cols` is on the device, the replay is enqueued
+ *        on `stream` (a cudaStream_t) before the caller's own kernels.
+ */
+bool refresh_rows_gpu(const void* weight, int dtype, const int64_t* cols, int64_t n,
+                      void* stream, std::string* error);
+#endif
+
+/*! \brief Record that the weight whose data starts at `weight` has reached `step` (if registered). */
+void set_step(const void* weight, int64_t step);
+
+}  // namespace deferred
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_

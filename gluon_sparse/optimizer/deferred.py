@@ -1,0 +1,450 @@
+"""Deferred standard Adam: the results of standard Adam at the cost of lazy Adam.
+
+Standard (non-lazy) Adam moves every weight row every step, even rows absent
+from the gradient: their ``g = wd * w`` (clipped) still feeds mean, var and
+the weight. A row absent from the gradient moves by a function of its own
+``(weight, mean, var)`` and the step's scalars only, so those moves can wait.
+Here each update applies the step to the gradient's rows alone and records the
+step's scalars (bias-corrected ``lr``, ``wd``, ``clip_gradient``) in a
+history; every row remembers the step it is up to date with (``last_step``).
+A row left behind is brought up to date by replaying the steps it missed, with
+the eager operator's arithmetic, so the values are bitwise those of
+``gs_adam_update`` (standard Adam) whenever they are read:
+
+* by the sparse blocks' forward pass (``FullyConnectedSparse``,
+  ``FactorizationMachine``), for exactly the rows of the batch: the product
+  operator looks the weight up in the operator library's registry and replays
+  those rows first. This happens inside the graph, so it also works when the
+  block runs inside a hybridized parent;
+* by the update itself for the gradient's rows (which the forward pass already
+  brought up to date);
+* for every row by :func:`flush`, which runs automatically before
+  ``save_parameters`` and ``export`` (through the registered parameters'
+  ``_reduce``) and before ``Trainer.save_states`` (the state's pickling).
+
+Reading a weight any other way (``param.data()`` in your own code, another
+block sharing the parameter) needs an explicit ``flush(trainer)`` first. An
+update whose gradient holds a row that was read without being brought up to
+date (so the gradient came from stale values) fails with a clear error rather
+than silently diverging from standard Adam.
+
+Cost: per step, the gradient's rows plus the replay of the rows the batch reads
+(each replayed step costs what one eager step costs for that row; rows whose
+mean and var are zero skip steps without weight decay for free). Memory beyond
+standard Adam's mean and var: one int64 per row and 12 bytes per step.
+"""
+import ctypes
+import itertools
+import logging
+import math
+import weakref
+
+import mxnet as mx
+import numpy as np
+
+from .. import _native
+
+__all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
+           "registered_count"]
+
+logger = logging.getLogger(__name__)
+
+# The history starts with this many step records and doubles when full.
+_INITIAL_HISTORY = 1024
+_DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
+
+_lib = None
+_owner_ids = itertools.count(1)
+# Data pointer of every registered weight -> its state (weakly: the Trainer's
+# updater owns the states).
+_states_by_pointer = weakref.WeakValueDictionary()
+# Optimizer -> its deferred states, for SparseAdam.flush().
+_states_by_optimizer = weakref.WeakKeyDictionary()
+
+
+def _library():
+    """The operator library's registry functions, through ctypes (loaded once)."""
+    global _lib
+    if _lib is None:
+        _native.load_ops()
+        # The same file MXNet loaded: dlopen returns the same instance, hence
+        # the same registry the operators see.
+        lib = ctypes.CDLL(_native.OPS_LIBRARY)
+        i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+        lib.gluon_sparse_deferred_register.argtypes = [
+            ptr, ctypes.c_uint64, ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int, ctypes.c_int,
+            f32, f32, f32, i64]
+        lib.gluon_sparse_deferred_set_history.argtypes = [ptr, ctypes.c_uint64, ptr, i64]
+        lib.gluon_sparse_deferred_unregister.argtypes = [ptr, ctypes.c_uint64]
+        lib.gluon_sparse_deferred_step.argtypes = [ptr]
+        lib.gluon_sparse_deferred_step.restype = i64
+        lib.gluon_sparse_deferred_count.restype = i64
+        _lib = lib
+    return _lib
+
+
+def _data_pointer(array):
+    """Address of an NDArray's data (allocating it first: creation may be pending)."""
+    array.wait_to_read()
+    pointer = ctypes.c_void_p()
+    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    return pointer.value
+
+
+def _unregister(pointer, owner, arrays):
+    # Called by weakref.finalize, which holds `arrays` (the state's) alive until
+    # the registry has forgotten them: then no forward pass can touch them.
+    if _lib is not None:
+        _lib.gluon_sparse_deferred_unregister(pointer, owner)
+
+
+def registered_count():
+    """Number of weights registered in the operator library (a diagnostic)."""
+    return int(_library().gluon_sparse_deferred_count())
+
+
+class DeferredAdamState:
+    """Optimizer state of one weight under deferred standard Adam.
+
+    Holds ``mean`` and ``var`` (as standard Adam), ``last_step`` (int64, the
+    step each row is up to date with) and ``history`` (float32
+    ``(capacity, 3)``: bias-corrected lr, wd and clip_gradient of each step,
+    record ``s`` for step ``s``). While bound to a weight it is registered in
+    the operator library, so that the sparse blocks bring the rows they read
+    up to date.
+
+    Parameters
+    ----------
+    weight : NDArray
+        The dense weight (one row per input feature).
+    beta1, beta2, epsilon : float
+        Adam's constants; they may not change during training.
+    """
+
+    def __init__(self, weight, beta1, beta2, epsilon):
+        if weight.stype != "default" or weight.ndim < 1:
+            raise ValueError("deferred Adam needs a dense weight with rows, got a %s array of "
+                             "shape %s" % (weight.stype, weight.shape))
+        dtype = np.dtype(weight.dtype)
+        if dtype not in _DTYPE_CODES:
+            raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
+                            "float16 with multi_precision=True)" % dtype)
+        ctx = weight.context
+        self.mean = mx.nd.zeros(weight.shape, ctx=ctx, dtype=dtype)
+        self.var = mx.nd.zeros(weight.shape, ctx=ctx, dtype=dtype)
+        self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
+        self.history = mx.nd.zeros((_INITIAL_HISTORY, 3), ctx=ctx, dtype=np.float32)
+        self.step = 0
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self._started = False
+        self._unbind_state()
+        self.bind(weight)
+
+    # ------------------------------------------------------------ registration
+    def _unbind_state(self):
+        self._weight = None
+        self._pointer = None
+        self._owner = None
+        self._finalizer = None
+        self._arrays = None
+
+    def bind(self, weight):
+        """Register the state for ``weight`` (re-registering if it moved).
+
+        Parameters
+        ----------
+        weight : NDArray
+            The weight this state updates; its rows are refreshed in place.
+        """
+        pointer = _data_pointer(weight)
+        if pointer == self._pointer:
+            return
+        self.unbind()
+        if weight.shape != self.mean.shape or np.dtype(weight.dtype) != self.mean.dtype:
+            raise ValueError("deferred Adam state of shape %s (%s) cannot update a weight of "
+                             "shape %s (%s)" % (self.mean.shape, self.mean.dtype, weight.shape,
+                                               np.dtype(weight.dtype)))
+        if weight.context != self.mean.context:
+            # A state loaded from Trainer.save_states comes back on its saved device.
+            for name in ("mean", "var", "last_step", "history"):
+                setattr(self, name, getattr(self, name).as_in_context(weight.context))
+        lib = _library()
+        owner = next(_owner_ids)
+        status = lib.gluon_sparse_deferred_register(
+            pointer, owner, _data_pointer(self.mean), _data_pointer(self.var),
+            _data_pointer(self.last_step), _data_pointer(self.history), self.history.shape[0],
+            weight.shape[0], int(np.prod(weight.shape[1:], dtype=np.int64)),
+            _DTYPE_CODES[np.dtype(weight.dtype)], 2 if weight.context.device_type == "gpu" else 1,
+            self.beta1, self.beta2, self.epsilon, self.step)
+        if status != 0:
+            raise RuntimeError("could not register the deferred Adam state of a weight of shape "
+                               "%s (code %d)" % (weight.shape, status))
+        self._weight, self._pointer, self._owner = weight, pointer, owner
+        # The finalizer keeps the arrays alive until the registry has forgotten them.
+        self._arrays = [self.mean, self.var, self.last_step, self.history]
+        self._finalizer = weakref.finalize(self, _unregister, pointer, owner, self._arrays)
+        _states_by_pointer[pointer] = self
+
+    def unbind(self):
+        """Unregister the state (waiting for pending work on its arrays first)."""
+        if self._finalizer is not None:
+            # Forward passes already queued may still look the weight up.
+            mx.nd.waitall()
+            self._finalizer()
+            if _states_by_pointer.get(self._pointer) is self:
+                del _states_by_pointer[self._pointer]
+        self._unbind_state()
+
+    def _grow_history(self, needed):
+        capacity = self.history.shape[0]
+        while capacity <= needed:
+            capacity *= 2
+        # Queued forward passes read the history through the registry, outside
+        # the engine's view: wait for them, copy, then swap the pointer.
+        mx.nd.waitall()
+        grown = mx.nd.zeros((capacity, 3), ctx=self.history.context, dtype=np.float32)
+        grown[:self.history.shape[0]] = self.history
+        grown.wait_to_read()
+        if self._pointer is not None:
+            status = _library().gluon_sparse_deferred_set_history(
+                self._pointer, self._owner, _data_pointer(grown), capacity)
+            if status != 0:
+                raise RuntimeError("could not re-register the deferred Adam history")
+            self._arrays[3] = grown
+        self.history = grown
+        logger.debug("deferred Adam history grown to %d steps", capacity)
+
+    # ------------------------------------------------------------------ steps
+    def update(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient):
+        """Apply standard Adam step ``step`` to the rows of the row_sparse ``grad``.
+
+        Parameters
+        ----------
+        weight : NDArray
+            The weight (updated in place).
+        grad : RowSparseNDArray
+            Its gradient.
+        step : int
+            The 1-based update count of this weight.
+        lr : float
+            Learning rate with Adam's bias correction folded in.
+        wd, rescale_grad : float
+            As for ``adam_update``.
+        clip_gradient : float or None
+            None (or a negative value) disables clipping.
+        """
+        self.bind(weight)
+        if not self._started:
+            # A fresh state (mean = var = 0) is up to date with any step before its
+            # first update: the zero history records before it (lr = wd = 0) are
+            # no-ops, skipped by the replay as fixed points.
+            self.step = step - 1
+            self._started = True
+        if step != self.step + 1:
+            raise RuntimeError("deferred Adam: the optimizer is at update %d of this weight but "
+                               "its state is at step %d; the state does not belong to this "
+                               "optimizer (load_states of another run?)" % (step, self.step))
+        if step >= self.history.shape[0]:
+            self._grow_history(step)
+        kwargs = {"lr": lr, "step": step, "beta1": self.beta1, "beta2": self.beta2,
+                  "epsilon": self.epsilon, "wd": wd, "rescale_grad": rescale_grad}
+        if clip_gradient is not None:
+            kwargs["clip_gradient"] = clip_gradient
+        mx.nd.gs_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
+                                      self.history, out=weight, **kwargs)
+        self.step = step
+
+    def flush(self):
+        """Bring every row of the bound weight up to date (asynchronous, engine-ordered)."""
+        if self._weight is None or self.step == 0:
+            return
+        mx.nd.gs_adam_deferred_flush(self._weight, self.mean, self.var, self.last_step,
+                                     self.history, out=self._weight, step=self.step,
+                                     beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon)
+
+    def nbytes(self):
+        """Bytes of the deferral's own state: ``last_step`` plus the history.
+
+        Returns
+        -------
+        int
+        """
+        return int(self.last_step.size * 8 + self.history.size * 4)
+
+    # ------------------------------------------------------------ persistence
+    def __getstate__(self):
+        # Trainer.save_states pickles the states: saved values must be current.
+        self.flush()
+        return {"mean": self.mean, "var": self.var, "last_step": self.last_step,
+                "history": self.history, "step": self.step, "started": self._started,
+                "beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon}
+
+    def __setstate__(self, state):
+        self.mean, self.var = state["mean"], state["var"]
+        self.last_step, self.history = state["last_step"], state["history"]
+        self.step, self._started = state["step"], state["started"]
+        self.beta1, self.beta2, self.epsilon = state["beta1"], state["beta2"], state["epsilon"]
+        # Bound to its weight at the next update (Trainer.load_states has no weight to give).
+        self._unbind_state()
+
+
+def _parameter_of(optimizer, index):
+    param_dict = getattr(optimizer, "param_dict", None) or {}
+    return param_dict.get(index)
+
+
+def _patch_reduce(param):
+    """Flush before ``param._reduce`` (what save_parameters and export read)."""
+    if getattr(param, "_gluon_sparse_flushes", False):
+        return
+    reduce_values = param._reduce
+
+    def _reduce():
+        flush(param)
+        return reduce_values()
+
+    param._reduce = _reduce
+    param._gluon_sparse_flushes = True
+
+
+def create_state(optimizer, index, weight):
+    """A :class:`DeferredAdamState` for ``weight``, or None where deferral does not apply.
+
+    Deferral applies to weights with a ``row_sparse`` gradient; others (dense
+    gradients touch every row anyway) get None, and the caller creates its
+    usual state.
+
+    Parameters
+    ----------
+    optimizer : mxnet.optimizer.Optimizer
+        An Adam-like optimizer (``beta1``, ``beta2``, ``epsilon``).
+    index : int
+        The weight's index (the Trainer's parameter index).
+    weight : NDArray
+        The weight.
+
+    Returns
+    -------
+    DeferredAdamState or None
+
+    Raises
+    ------
+    ValueError
+        When the weight is not the parameter's own array (updates run on a
+        kvstore), where the forward pass could never bring rows up to date.
+    """
+    param = _parameter_of(optimizer, index)
+    if param is not None and param._grad_stype != "row_sparse":
+        return None
+    if weight.stype != "default":
+        return None
+    if param is not None and param._data is not None:
+        own = {_data_pointer(a) for a in param.list_data()}
+        if _data_pointer(weight) not in own:
+            raise ValueError(
+                "SparseAdam(deferred=True) cannot update %s on a kvstore: the forward pass "
+                "reads another copy of the weight than the optimizer updates, so rows cannot be "
+                "brought up to date. Create the Trainer with update_on_kvstore=False, or use "
+                "deferred=False" % param.name)
+    state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon)
+    if param is not None:
+        _patch_reduce(param)
+    _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
+    return state
+
+
+def update(optimizer, index, weight, grad, state):
+    """One deferred standard-Adam update, with ``mx.optimizer.Adam``'s scalars.
+
+    Counts the update, folds the bias correction into the learning rate
+    exactly as :class:`mxnet.optimizer.Adam` does, and applies it through
+    ``gs_adam_deferred_update``.
+
+    Parameters
+    ----------
+    optimizer : mxnet.optimizer.Optimizer
+        An Adam-like optimizer.
+    index : int
+        The weight's index.
+    weight : NDArray
+        The weight (updated in place).
+    grad : RowSparseNDArray
+        Its gradient.
+    state : DeferredAdamState
+        From :func:`create_state`.
+    """
+    if grad.stype != "row_sparse":
+        raise TypeError("deferred Adam updates row_sparse gradients, got a %s gradient for "
+                        "weight %d" % (grad.stype, index))
+    if (optimizer.beta1, optimizer.beta2, optimizer.epsilon) != (state.beta1, state.beta2,
+                                                                   state.epsilon):
+        raise ValueError("deferred Adam replays past steps with fixed beta1, beta2 and epsilon "
+                         "(%g, %g, %g); they changed to (%g, %g, %g)"
+                         % (state.beta1, state.beta2, state.epsilon, optimizer.beta1,
+                            optimizer.beta2, optimizer.epsilon))
+    optimizer._update_count(index)
+    lr = optimizer._get_lr(index)
+    wd = optimizer._get_wd(index)
+    t = optimizer._index_update_count[index]
+    lr *= math.sqrt(1. - optimizer.beta2 ** t) / (1. - optimizer.beta1 ** t)
+    _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
+    param = _parameter_of(optimizer, index)
+    if param is not None:
+        _patch_reduce(param)
+    # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
+    clip = optimizer.clip_gradient if optimizer.clip_gradient else None
+    state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip)
+
+
+def _states_of(obj):
+    """The deferred states reachable from a Trainer, optimizer, Parameter(s) or state."""
+    if isinstance(obj, DeferredAdamState):
+        return [obj]
+    if isinstance(obj, mx.gluon.Trainer):
+        states = []
+        for updater in obj._updaters:
+            states += [s for s in updater.states.values() if isinstance(s, DeferredAdamState)]
+        return states
+    if isinstance(obj, mx.optimizer.Optimizer):
+        return list(_states_by_optimizer.get(obj, ()))
+    if isinstance(obj, mx.gluon.Parameter):
+        if obj._data is None:
+            return []
+        found = (_states_by_pointer.get(_data_pointer(a)) for a in obj.list_data())
+        return [s for s in found if s is not None]
+    if isinstance(obj, mx.gluon.ParameterDict):
+        obj = obj.values()
+    states = []
+    for item in obj:
+        states += _states_of(item)
+    return states
+
+
+def flush(obj):
+    """Bring every deferred row up to date, so that the weights equal standard Adam's.
+
+    Done automatically before ``save_parameters``, ``export`` and
+    ``Trainer.save_states``; call it before reading ``param.data()`` yourself.
+    Asynchronous like any MXNet operator: reading the weights waits for it.
+
+    Parameters
+    ----------
+    obj : Trainer, Optimizer, Parameter, ParameterDict, iterable of Parameters, or DeferredAdamState
+        What to flush: all deferred weights of a Trainer or optimizer, or the given parameters.
+    """
+    for state in _states_of(obj):
+        state.flush()
+
+
+def state_bytes(obj):
+    """Bytes the deferral adds to standard Adam's state (``last_step`` and history).
+
+    Parameters
+    ----------
+    obj : Trainer, Optimizer, Parameter, ParameterDict or iterable of Parameters
+
+    Returns
+    -------
+    int
+    """
+    return sum(state.nbytes() for state in _states_of(obj))

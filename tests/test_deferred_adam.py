@@ -1,0 +1,308 @@
+"""Deferred standard Adam against the eager operator (gs_adam_update, bitwise)
+and MXNet's adam_update(lazy_update=False), at the operator level and through
+gluon.Trainer with FullyConnectedSparse / FactorizationMachine, imperative,
+hybridized and inside a hybridized parent; save/load, export, save/load_states
+and evaluation on rows never trained."""
+import gc
+import math
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
+from gluon_sparse.optimizer import SparseAdam, deferred
+
+RTOL, ATOL = 1e-4, 2e-5  # vs MXNet's adam_update (another operation order)
+B1, B2, EPS = 0.9, 0.999, 1e-8
+
+
+class _Deferred(SparseAdam):
+    def create_state(self, index, weight):
+        state = deferred.create_state(self, index, weight)
+        return state if state is not None else super().create_state(index, weight)
+
+    def update(self, index, weight, grad, state):
+        if isinstance(state, deferred.DeferredAdamState):
+            deferred.update(self, index, weight, grad, state)
+        else:
+            super().update(index, weight, grad, state)
+
+
+def _deferred_adam(**kwargs):
+    return _Deferred(**kwargs)
+
+
+def _csr_of_rows(rows, num_cols):
+    """A CSR batch with one row reading each of ``rows`` (value 1)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return mx.nd.sparse.csr_matrix((np.ones(len(rows), "float32"), rows,
+                                    np.arange(len(rows) + 1)), shape=(len(rows), num_cols))
+
+
+def _rows_of_step(rng, num_rows, step):
+    # Row 0 is touched at steps 1 and 300 only: 298 steps deferred.
+    if step in (1, 300):
+        return np.array([0], dtype=np.int64)
+    if step % 50 == 7:
+        return np.array([], dtype=np.int64)  # an empty gradient: the step is pure decay
+    return np.sort(rng.choice(np.arange(1, num_rows), 6, replace=False))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("wd, clip", [(0.0, None), (0.01, None), (0.0, 0.05), (0.02, 0.05)])
+def test_op_matches_eager_bitwise_over_300_steps(wd, clip, dtype):
+    rows, cols, steps = 120, 4, 300
+    rng = np.random.default_rng(7)
+    init = rng.standard_normal((rows, cols))
+    w_def = mx.nd.array(init, dtype=dtype)
+    w_eager = mx.nd.array(init, dtype=dtype)
+    w_mx = mx.nd.array(init, dtype=dtype)
+    eager_state = [mx.nd.zeros((rows, cols), dtype=dtype) for _ in range(2)]
+    mx_state = [mx.nd.zeros((rows, cols), dtype=dtype) for _ in range(2)]
+    state = deferred.DeferredAdamState(w_def, B1, B2, EPS)
+    schedule = mx.lr_scheduler.FactorScheduler(step=40, factor=0.7, base_lr=0.01)
+    clip_kw = {} if clip is None else {"clip_gradient": clip}
+    for t in range(1, steps + 1):
+        idx = _rows_of_step(rng, rows, t)
+        grad = mx.nd.sparse.row_sparse_array(
+            (rng.standard_normal((len(idx), cols)).astype(dtype), idx), shape=(rows, cols),
+            dtype=dtype)
+        lr = schedule(t) * math.sqrt(1 - B2 ** t) / (1 - B1 ** t)
+        if len(idx):
+            # The product operator brings the rows it reads up to date, as a forward pass.
+            mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows).astype(dtype), w_def)
+        state.update(w_def, grad, t, lr, wd, 1.0, clip)
+        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, wd=wd, **clip_kw)
+        mx.nd.adam_update(w_mx, grad, *mx_state, out=w_mx, lr=lr, wd=wd, lazy_update=False,
+                          **clip_kw)
+    assert state.last_step.asnumpy()[0] == 300
+    assert (state.last_step.asnumpy() < 300).any()  # most rows are still deferred
+    state.flush()
+    for got, eager, mxnet in zip([w_def, state.mean, state.var], [w_eager] + eager_state,
+                                 [w_mx] + mx_state):
+        np.testing.assert_array_equal(got.asnumpy(), eager.asnumpy())
+        np.testing.assert_allclose(got.asnumpy(), mxnet.asnumpy(), rtol=RTOL, atol=ATOL)
+    assert (state.last_step.asnumpy() == 300).all()
+
+
+def test_rows_read_stale_fail_the_update():
+    rows, cols = 10, 3
+    w = mx.nd.ones((rows, cols))
+    state = deferred.DeferredAdamState(w, B1, B2, EPS)
+    grad_row = lambda r: mx.nd.sparse.row_sparse_array(  # noqa: E731
+        (np.ones((1, cols), "float32"), [r]), shape=(rows, cols))
+    state.update(w, grad_row(2), 1, 0.1, 0.0, 1.0, None)
+    state.update(w, grad_row(5), 2, 0.1, 0.0, 1.0, None)
+    # Row 9 was never touched: mean = var = 0, wd = 0, so its missed steps are no-ops.
+    state.update(w, grad_row(9), 3, 0.1, 0.0, 1.0, None)
+    # Row 2 moved at step 1 and nobody brought it up to date (MXNet's dot does not).
+    mx.nd.dot(w, mx.nd.ones((cols, 1)))
+    with pytest.raises(mx.base.MXNetError, match="deferred=False"):
+        state.update(w, grad_row(2), 4, 0.1, 0.0, 1.0, None)
+        mx.nd.waitall()
+
+
+def test_op_rejects_bad_input():
+    rows, cols = 6, 2
+    w = mx.nd.ones((rows, cols))
+    state = deferred.DeferredAdamState(w, B1, B2, EPS)
+    unsorted = mx.nd.sparse.row_sparse_array((np.ones((2, cols), "float32"), [3, 1]),
+                                             shape=(rows, cols))
+    with pytest.raises(mx.base.MXNetError, match="sorted and unique"):
+        state.update(w, unsorted, 1, 0.1, 0.0, 1.0, None)
+        mx.nd.waitall()
+    grad = mx.nd.sparse.row_sparse_array((np.ones((1, cols), "float32"), [1]), shape=(rows, cols))
+    with pytest.raises(mx.base.MXNetError, match="does not fit a history"):
+        mx.nd.gs_adam_deferred_update(w, grad, state.mean, state.var, state.last_step,
+                                      state.history, out=w, lr=0.1, step=5000)
+        mx.nd.waitall()
+    with pytest.raises(mx.base.MXNetError, match="last_step must be int64"):
+        mx.nd.gs_adam_deferred_update(w, grad, state.mean, state.var,
+                                      state.last_step.astype("float32"), state.history, out=w,
+                                      lr=0.1, step=1)
+    with pytest.raises(mx.base.MXNetError, match="step"):
+        mx.nd.gs_adam_deferred_flush(w, state.mean, state.var, state.last_step, state.history,
+                                     out=w, step=0)
+    with pytest.raises(RuntimeError, match="state is at step"):
+        state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
+        state.update(w, grad, 7, 0.1, 0.0, 1.0, None)
+
+
+def test_history_grows_and_state_unregisters(monkeypatch):
+    monkeypatch.setattr(deferred, "_INITIAL_HISTORY", 4)
+    rows, cols = 30, 2
+    before = deferred.registered_count()
+    w_def, w_eager = mx.nd.ones((rows, cols)), mx.nd.ones((rows, cols))
+    eager_state = [mx.nd.zeros((rows, cols)) for _ in range(2)]
+    state = deferred.DeferredAdamState(w_def, B1, B2, EPS)
+    assert deferred.registered_count() == before + 1
+    rng = np.random.default_rng(0)
+    for t in range(1, 41):
+        idx = np.sort(rng.choice(rows, 3, replace=False))
+        grad = mx.nd.sparse.row_sparse_array((rng.standard_normal((3, cols)).astype("f"), idx),
+                                             shape=(rows, cols))
+        mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows), w_def)
+        state.update(w_def, grad, t, 0.05, 0.01, 1.0, None)
+        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=0.05, wd=0.01)
+    assert state.history.shape[0] == 64
+    assert state.nbytes() == rows * 8 + 64 * 12
+    state.flush()
+    np.testing.assert_array_equal(w_def.asnumpy(), w_eager.asnumpy())
+    del state
+    gc.collect()
+    assert deferred.registered_count() == before
+    # The weight is no longer registered: the product operator just reads it.
+    mx.nd.gluon_sparse_dot(_csr_of_rows([1, 2], rows), w_def).wait_to_read()
+
+
+# ------------------------------------------------------------- Trainer level
+IN_UNITS, HIDDEN = 400, 6
+
+
+def _mlp(mode, seed=0):
+    mx.random.seed(seed)
+    if mode == "imperative":
+        net = FullyConnectedSparse(HIDDEN, activation="tanh", in_units=IN_UNITS)
+    else:
+        net = gluon.nn.HybridSequential()
+        net.add(FullyConnectedSparse(HIDDEN, activation="tanh", in_units=IN_UNITS),
+                gluon.nn.Dense(1, in_units=HIDDEN))
+    net.initialize(mx.init.Uniform(0.5))
+    if mode == "hybrid_alone":
+        net[0].hybridize()
+    elif mode == "hybrid_parent":
+        net.hybridize()
+    return net
+
+
+def _batches(num, seed=1, features=None):
+    rng = np.random.default_rng(seed)
+    features = np.arange(IN_UNITS) if features is None else np.asarray(features)
+    out = []
+    for _ in range(num):
+        rows = []
+        for _ in range(4):
+            rows.append(np.sort(rng.choice(features, 3, replace=False)))
+        indices = np.concatenate(rows).astype(np.int64)
+        x = mx.nd.sparse.csr_matrix((rng.random(len(indices)).astype("f"), indices,
+                                     np.arange(0, len(indices) + 1, 3)), shape=(4, IN_UNITS))
+        out.append((x, mx.nd.array(rng.random((4, 1)))))
+    return out
+
+
+def _train(net, trainer, batches):
+    losses = []
+    for x, y in batches:
+        with autograd.record():
+            out = net(x)
+            loss = ((out.sum(axis=1, keepdims=True) - y) ** 2).mean()
+        loss.backward()
+        trainer.step(1)
+        losses.append(loss.asscalar())
+    return losses
+
+
+def _opt_args(wd=0.0, clip=None):
+    args = {"learning_rate": 0.02, "wd": wd,
+            "lr_scheduler": mx.lr_scheduler.FactorScheduler(step=15, factor=0.8, base_lr=0.02)}
+    if clip is not None:
+        args["clip_gradient"] = clip
+    return args
+
+
+def _pair(mode, wd=0.0, clip=None):
+    nets = [_mlp(mode), _mlp(mode)]
+    trainers = [gluon.Trainer(nets[0].collect_params(), _deferred_adam(**_opt_args(wd, clip))),
+                gluon.Trainer(nets[1].collect_params(), SparseAdam(**_opt_args(wd, clip)))]
+    return nets, trainers
+
+
+def _assert_params_equal(net_a, net_b):
+    for (name, pa), pb in zip(net_a.collect_params().items(), net_b.collect_params().values()):
+        np.testing.assert_array_equal(pa.data().asnumpy(), pb.data().asnumpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["imperative", "hybrid_alone", "hybrid_parent"])
+@pytest.mark.parametrize("wd, clip", [(0.0, None), (0.01, 0.1)])
+def test_trainer_matches_eager(mode, wd, clip):
+    nets, trainers = _pair(mode, wd, clip)
+    batches = _batches(60)
+    losses = [_train(net, trainer, batches) for net, trainer in zip(nets, trainers)]
+    # Every forward pass read up-to-date rows: the losses are the same numbers.
+    assert losses[0] == losses[1]
+    deferred.flush(trainers[0])
+    _assert_params_equal(*nets)
+    assert deferred.state_bytes(trainers[0]) == IN_UNITS * 8 + 1024 * 12
+
+
+def test_evaluation_on_unseen_rows_sees_decayed_weights():
+    nets, trainers = _pair("hybrid_parent", wd=0.05)
+    train = _batches(25, features=np.arange(IN_UNITS // 2))
+    for net, trainer in zip(nets, trainers):
+        _train(net, trainer, train)
+    # Rows IN_UNITS // 2 .. were never in a gradient: eager Adam decayed them every step.
+    unseen = _batches(3, seed=5, features=np.arange(IN_UNITS // 2, IN_UNITS))
+    for x, _ in unseen:
+        np.testing.assert_array_equal(nets[0](x).asnumpy(), nets[1](x).asnumpy())
+
+
+def test_save_load_and_export_flush(tmp_path):
+    nets, trainers = _pair("hybrid_parent", wd=0.01)
+    for net, trainer in zip(nets, trainers):
+        _train(net, trainer, _batches(30))
+    path = str(tmp_path / "deferred.params")
+    nets[0].save_parameters(path)
+    loaded = _mlp("hybrid_parent", seed=3)
+    loaded.load_parameters(path)
+    _assert_params_equal(loaded, nets[1])
+    nets[0].export(str(tmp_path / "model"), epoch=1)
+    exported = mx.nd.load(str(tmp_path / "model-0001.params"))
+    for name, eager in zip(nets[0].collect_params(), nets[1].collect_params().values()):
+        np.testing.assert_array_equal(exported["arg:" + name].asnumpy(), eager.data().asnumpy())
+
+
+def test_save_and_load_states_continue_exactly(tmp_path):
+    nets, trainers = _pair("hybrid_parent", wd=0.01, clip=0.1)
+    first, second = _batches(20), _batches(20, seed=9)
+    for net, trainer in zip(nets, trainers):
+        _train(net, trainer, first)
+    states = str(tmp_path / "trainer.states")
+    params = str(tmp_path / "net.params")
+    trainers[0].save_states(states)
+    nets[0].save_parameters(params)
+    # A new process's view: fresh network, fresh trainer, both loaded.
+    resumed = _mlp("hybrid_parent", seed=4)
+    resumed.load_parameters(params)
+    trainer = gluon.Trainer(resumed.collect_params(), _deferred_adam(**_opt_args(0.01, 0.1)))
+    trainer.load_states(states)
+    _train(nets[1], trainers[1], second)
+    _train(resumed, trainer, second)
+    deferred.flush(trainer)
+    _assert_params_equal(resumed, nets[1])
+
+
+def test_factorization_machine_matches_eager():
+    nets = []
+    for _ in range(2):
+        mx.random.seed(0)
+        net = FactorizationMachine(4, in_units=IN_UNITS)
+        net.initialize()
+        net.hybridize()
+        nets.append(net)
+    trainers = [gluon.Trainer(nets[0].collect_params(), _deferred_adam(**_opt_args(0.01))),
+                gluon.Trainer(nets[1].collect_params(), SparseAdam(**_opt_args(0.01)))]
+    losses = [_train(net, trainer, _batches(40)) for net, trainer in zip(nets, trainers)]
+    assert losses[0] == losses[1]
+    deferred.flush(nets[0].collect_params())
+    _assert_params_equal(*nets)
+
+
+def test_update_on_kvstore_is_refused():
+    net = _mlp("hybrid_parent")
+    trainer = gluon.Trainer(net.collect_params(), _deferred_adam(learning_rate=0.01),
+                            kvstore="local", update_on_kvstore=True)
+    with pytest.raises(ValueError, match="update_on_kvstore=False"):
+        _train(net, trainer, _batches(1))
