@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "mxnet/lib_api.h"
+#include "adam_deferred_registry.h"
 #include "sparse_dot.h"
 
 using namespace mxnet::ext;
@@ -248,6 +249,14 @@ MXReturnValue ForwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
   std::vector<T> vals;
   CsrView<T> x;
   if (!CsrOf(&(*inputs)[0], in_units, &indptr, &cols, &vals, &x)) return MX_FAIL;
+  // Rows left behind by deferred Adam are brought up to date before they are read
+  // (nothing to do, in one lookup, unless the weight is registered).
+  std::string deferred_error;
+  if (!gluon_sparse::deferred::refresh_rows_cpu(weight.data_ptr, weight.dtype, x.cols, x.nnz,
+                                                &deferred_error)) {
+    MX_ERROR_MSG << "gluon_sparse_dot: " << deferred_error;
+    return MX_FAIL;
+  }
   ForwardCpu(x, weight.data<T>(), units, squared, (*outputs)[0].data<T>());
   return MX_SUCCESS;
 }
@@ -302,6 +311,12 @@ MXReturnValue ForwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
   }
   auto stream = static_cast<cudaStream_t>(res.get_cuda_stream());
   void* workspace = res.alloc_gpu(static_cast<int>(cu::ForwardWorkspaceBytes(batch, csr->indices_len)));
+  // Rows left behind by deferred Adam are brought up to date before they are read.
+  std::string deferred_error;
+  if (!gluon_sparse::deferred::refresh_rows_gpu(weight.data_ptr, weight.dtype, csr->indices,
+                                                csr->indices_len, stream, &deferred_error)) {
+    return FailCuda(deferred_error);
+  }
   std::string err = cu::Forward<T>(csr->indptr_len ? csr->indptr : nullptr, csr->indices,
                                    static_cast<const T*>(csr->data), batch, csr->indices_len,
                                    weight.data<T>(), weight.shape[0], weight.shape[1], squared,
