@@ -29,6 +29,13 @@
 #define GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
 
 #include <cstdint>
+#include <cstring>
+
+// Host SIMD through GCC/Clang vector extensions (see "Host rows" below).
+#if !defined(__CUDACC__) && defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+#include <emmintrin.h>
+#define GS_HOST_SIMD 1
+#endif
 
 #if defined(__CUDACC__)
 #define GS_HOST_DEVICE __host__ __device__ __forceinline__
@@ -93,9 +100,17 @@ template <typename T> GS_HOST_DEVICE T mul(T a, T b) { return a * b; }
 template <typename T> GS_HOST_DEVICE T add(T a, T b) { return a + b; }
 template <typename T> GS_HOST_DEVICE T sub(T a, T b) { return a - b; }
 template <typename T> GS_HOST_DEVICE T div(T a, T b) { return a / b; }
-// __builtin_sqrt{,f} keeps the loop vectorisable (no errno) and is exact.
 GS_HOST_DEVICE float sqrt_rn(float a) { return __builtin_sqrtf(a); }
 GS_HOST_DEVICE double sqrt_rn(double a) { return __builtin_sqrt(a); }
+#endif
+
+#if GS_HOST_SIMD
+// 16-byte vectors for the host rows (see "Host rows" below); declared before
+// `apply` so that its unqualified sqrt_rn finds them.
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef double f64x2 __attribute__((vector_size(16)));
+inline f32x4 sqrt_rn(f32x4 a) { return (f32x4)_mm_sqrt_ps((__m128)a); }
+inline f64x2 sqrt_rn(f64x2 a) { return (f64x2)_mm_sqrt_pd((__m128d)a); }
 #endif
 
 /*! \brief Gradient of a row present in the gradient: grad * rescale_grad + weight * wd. */
@@ -132,6 +147,66 @@ GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>&
   *weight = sub(*weight, div(mul(s.lr, m), add(sqrt_rn(v), s.epsilon)));
 }
 
+#if GS_HOST_SIMD
+// ------------------------------------------------------------------ Host rows
+// GCC does not auto-vectorise these loops: with its default -fmath-errno every
+// sqrt may set errno, a side effect it will not vectorise. So the rows are
+// written with vector types whose lanes go through the same `apply` as scalars:
+// +, -, *, / and sqrtps/sqrtpd are IEEE correctly rounded per lane, so the
+// results stay bitwise equal to the scalar (and CUDA) path.
+template <typename T> struct Simd;
+template <> struct Simd<float> { typedef f32x4 type; };
+template <> struct Simd<double> { typedef f64x2 type; };
+
+/*! \brief A step's scalars broadcast to every lane of vector type V. */
+template <typename V, typename T>
+inline AdamScalars<V> broadcast(const AdamScalars<T>& s) {
+  auto all = [](T x) { V v; for (size_t i = 0; i < sizeof(V) / sizeof(T); ++i) v[i] = x; return v; };
+  return AdamScalars<V>{all(s.lr), all(s.beta1), all(s.beta2), all(s.one_minus_beta1),
+                        all(s.one_minus_beta2), all(s.epsilon), all(s.wd), all(s.rescale_grad),
+                        all(s.clip_gradient)};
+}
+
+template <typename V> inline V load(const void* p) { V v; std::memcpy(&v, p, sizeof(V)); return v; }
+template <typename V> inline void store(void* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
+
+/*! \brief Update one row present in the gradient (cols contiguous elements). */
+template <bool kClip, typename T>
+inline void update_row_with_grad(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
+                                 T* __restrict__ var, const T* __restrict__ grad,
+                                 const AdamScalars<T>& s) {
+  typedef typename Simd<T>::type V;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+  const AdamScalars<V> sv = broadcast<V>(s);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    V w = load<V>(weight + j), m = load<V>(mean + j), v = load<V>(var + j);
+    apply<kClip>(rescaled_grad(load<V>(grad + j), w, sv), &w, &m, &v, sv);
+    store(weight + j, w); store(mean + j, m); store(var + j, v);
+  }
+  for (; j < cols; ++j) {
+    apply<kClip>(rescaled_grad(grad[j], weight[j], s), weight + j, mean + j, var + j, s);
+  }
+}
+
+/*! \brief Update one row absent from the gradient (decay only). */
+template <bool kClip, typename T>
+inline void update_row_without_grad(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
+                                    T* __restrict__ var, const AdamScalars<T>& s) {
+  typedef typename Simd<T>::type V;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+  const AdamScalars<V> sv = broadcast<V>(s);
+  int64_t j = 0;
+  for (; j + kLanes <= cols; j += kLanes) {
+    V w = load<V>(weight + j), m = load<V>(mean + j), v = load<V>(var + j);
+    apply<kClip>(decay_grad(w, sv), &w, &m, &v, sv);
+    store(weight + j, w); store(mean + j, m); store(var + j, v);
+  }
+  for (; j < cols; ++j) {
+    apply<kClip>(decay_grad(weight[j], s), weight + j, mean + j, var + j, s);
+  }
+}
+#else
 /*! \brief Update one row present in the gradient (cols contiguous elements). */
 template <bool kClip, typename T>
 GS_HOST_DEVICE void update_row_with_grad(int64_t cols, T* __restrict__ weight,
@@ -151,6 +226,7 @@ GS_HOST_DEVICE void update_row_without_grad(int64_t cols, T* __restrict__ weight
     apply<kClip>(decay_grad(weight[j], s), weight + j, mean + j, var + j, s);
   }
 }
+#endif  // GS_HOST_SIMD
 
 /*!
  * \brief First position in sorted `indices[0, n)` whose value is >= row.

@@ -190,34 +190,41 @@ bool report_invalid_index(int64_t position, int64_t value, int64_t previous, int
 }
 
 /*!
- * \brief CPU kernel: each thread owns a contiguous block of rows and walks the
- *        gradient indices alongside, found once per thread by binary search.
+ * \brief Update rows [begin, end), walking the gradient indices alongside from
+ *        the first one >= begin (found by binary search).
  */
 template <bool kClip, typename T>
-void update_cpu(const ga::AdamScalars<T>& s, const UpdateArgs& a) {
+void update_rows(const ga::AdamScalars<T>& s, const UpdateArgs& a, int64_t begin, int64_t end) {
   T* weight = static_cast<T*>(a.weight);
   T* mean = static_cast<T*>(a.mean);
   T* var = static_cast<T*>(a.var);
   const T* grad = static_cast<const T*>(a.grad);
   const int64_t cols = a.cols;
-  const bool parallel = a.num_rows * cols >= 2 * kMinElementsPerThread;
+  int64_t k = ga::lower_bound(a.indices, a.nnz, begin);
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t offset = row * cols;
+    if (k < a.nnz && a.indices[k] == row) {
+      ga::update_row_with_grad<kClip>(cols, weight + offset, mean + offset, var + offset,
+                                      grad + k * cols, s);
+      ++k;
+    } else {
+      ga::update_row_without_grad<kClip>(cols, weight + offset, mean + offset, var + offset, s);
+    }
+  }
+}
+
+/*!
+ * \brief CPU kernel: each OpenMP thread owns a contiguous block of rows, so the
+ *        pass over weight/mean/var is one sequential stream per thread.
+ */
+template <bool kClip, typename T>
+void update_cpu(const ga::AdamScalars<T>& s, const UpdateArgs& a) {
+  const bool parallel = a.num_rows * a.cols >= 2 * kMinElementsPerThread;
 #pragma omp parallel if (parallel)
   {
     const int64_t threads = omp_get_num_threads();
     const int64_t tid = omp_get_thread_num();
-    const int64_t begin = a.num_rows * tid / threads;
-    const int64_t end = a.num_rows * (tid + 1) / threads;
-    int64_t k = ga::lower_bound(a.indices, a.nnz, begin);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t offset = row * cols;
-      if (k < a.nnz && a.indices[k] == row) {
-        ga::update_row_with_grad<kClip>(cols, weight + offset, mean + offset, var + offset,
-                                        grad + k * cols, s);
-        ++k;
-      } else {
-        ga::update_row_without_grad<kClip>(cols, weight + offset, mean + offset, var + offset, s);
-      }
-    }
+    update_rows<kClip, T>(s, a, a.num_rows * tid / threads, a.num_rows * (tid + 1) / threads);
   }
 }
 
