@@ -35,6 +35,10 @@ class FullyConnectedSparseRowSparseWeight(Block):
     * updates always happen in the kvstore (``update_on_kvstore=True``), with a
       ``row_sparse`` gradient: use an optimizer with a row_sparse update (SGD,
       Adam, AdaGrad with ``lazy_update``, or gluon-sparse's SparseAdam);
+    * with a ``dist_*`` kvstore, create the optimizer with
+      ``rescale_grad=1.0 / batch_size`` and call ``trainer.step(1)``: the Trainer
+      sends the optimizer to the servers at the first row pull, before any
+      ``step(batch_size)`` could set the scale (MXNet then refuses the step);
     * it is an imperative :class:`~mxnet.gluon.Block`: pulling rows is a runtime
       kvstore call, which a hybridized graph cannot make;
     * ``in_units`` must be given: no deferred shape inference. Initialisation
