@@ -15,6 +15,7 @@ import gzip
 import logging
 import mmap
 import os
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -232,7 +233,7 @@ def row_line_number(buf, row, line_base=0):
 
 def _fspath(path):
     try:
-        return os.fspath(path)
+        return os.fsdecode(os.fspath(path))
     except TypeError:
         raise TypeError("expected a path (str or os.PathLike) or a list of paths, got %s"
                         % type(path).__name__) from None
@@ -351,10 +352,16 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     paths = _as_path_list(paths)
     chunks = []
     for path in paths:
+        start = time.perf_counter()
         with open_libsvm_buffer(path) as buf:
             chunks.append(parse_libsvm_bytes(
                 buf, dtype=dtype, multilabel=multilabel, reject_zero=zero_based is False,
                 allow_unsorted=allow_unsorted, num_threads=num_threads, source=path))
+            size = len(buf)
+        seconds = time.perf_counter() - start
+        logger.debug("parsed %s: %d rows, %d non-zeros, %.1f MB in %.2f s (%.0f MB/s)", path,
+                     chunks[-1].num_rows, chunks[-1].indices.size, size / 1e6, seconds,
+                     size / 1e6 / max(seconds, 1e-9))
     one_based = zero_based is False or (
         zero_based == "auto" and all(c.indices.size and c.min_index > 0 for c in chunks))
     shift = 1 if one_based else 0

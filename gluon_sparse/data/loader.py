@@ -1,8 +1,7 @@
 """SparseDataLoader: CSR batches from a dataset, built in bulk and prefetched."""
+import collections
 import concurrent.futures
-import logging
 
-import mxnet as mx
 import numpy as np
 import scipy.sparse as sp
 
@@ -11,9 +10,6 @@ from .prefetch import Prefetcher
 from .sampler import BatchSampler, PartitionSampler
 
 __all__ = ["SparseDataLoader"]
-
-logger = logging.getLogger(__name__)
-
 
 class SparseDataLoader:
     """Iterate over a sparse dataset in ``(data, label)`` batches.
@@ -129,15 +125,16 @@ class SparseDataLoader:
             return
         # An ordered map with a bounded window of submitted batches.
         window = self._num_workers + max(self._prefetch, 1)
-        with concurrent.futures.ThreadPoolExecutor(self._num_workers) as pool:
-            pending = []
+        with concurrent.futures.ThreadPoolExecutor(self._num_workers,
+                                                   thread_name_prefix="gluon-sparse-batch") as pool:
+            pending = collections.deque()
             try:
                 for indices in self._batch_sampler:
                     pending.append(pool.submit(self._build, indices))
                     if len(pending) >= window:
-                        yield pending.pop(0).result()
+                        yield pending.popleft().result()
                 while pending:
-                    yield pending.pop(0).result()
+                    yield pending.popleft().result()
             finally:
                 for future in pending:
                     future.cancel()

@@ -135,6 +135,7 @@ class LibSVMStream:
         matrix = sp.csr_matrix((chunk.values, chunk.indices, chunk.indptr),
                                shape=(chunk.num_rows, self.num_features), copy=False)
         matrix.has_sorted_indices = True
+        logger.debug("%s: parsed %d rows after line %d", path, chunk.num_rows, lines_before)
         return matrix, chunk.labels
 
     def _raise_out_of_range(self, text, chunk, path, lines_before, shift):
