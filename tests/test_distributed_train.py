@@ -112,8 +112,11 @@ def launch_training(problem, optimizer, lr, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("optimizer, lr", [("sgd", 0.5), ("sparseadam", 0.01)])
+@pytest.mark.parametrize("optimizer, lr", [("sparseadam", 0.01)])
 def test_dist_sync_two_workers_equal_single_process(problem, optimizer, lr):
+    # SparseAdam (standard, non-lazy Adam) on the servers is the strictest case:
+    # unpickled there, run by gluon-sparse's operator, every row updated each step.
+    # (SGD and MXNet's lazy Adam pass too; one job is kept to bound the test time.)
     expected = train_single_process(problem, optimizer, lr)
     workers, output = launch_training(problem, optimizer, lr, "dist-" + optimizer)
     # The servers hold the first layer's weight as row_sparse and update it there;
