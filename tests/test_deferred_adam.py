@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
+from gluon_sparse.distributed.split import split_and_load_batch
 from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
 from gluon_sparse.optimizer import SparseAdam, deferred
 
@@ -300,9 +301,35 @@ def test_factorization_machine_matches_eager():
     _assert_params_equal(*nets)
 
 
-def test_update_on_kvstore_is_refused():
-    net = _mlp("hybrid_parent")
-    trainer = gluon.Trainer(net.collect_params(), _deferred_adam(learning_rate=0.01),
-                            kvstore="local", update_on_kvstore=True)
-    with pytest.raises(ValueError, match="update_on_kvstore=False"):
-        _train(net, trainer, _batches(1))
+def _train_two_devices(net, trainer, batches, contexts):
+    for x, y in batches:
+        xs, ys = split_and_load_batch(x, y, contexts)
+        with autograd.record():
+            losses = [((net(xp).sum(axis=1, keepdims=True) - yp) ** 2).mean()
+                      for xp, yp in zip(xs, ys)]
+        autograd.backward(losses)
+        trainer.step(1)
+
+
+@pytest.mark.parametrize("update_on_kvstore", [False, True])
+def test_two_devices(update_on_kvstore, caplog):
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    nets = []
+    for _ in range(2):
+        net = _mlp("hybrid_parent")
+        net.collect_params().reset_ctx(contexts)
+        nets.append(net)
+    kv = {"kvstore": "local", "update_on_kvstore": update_on_kvstore}
+    trainers = [gluon.Trainer(nets[0].collect_params(), _deferred_adam(**_opt_args(0.01)), **kv),
+                gluon.Trainer(nets[1].collect_params(), SparseAdam(**_opt_args(0.01)), **kv)]
+    batches = _batches(30)
+    with caplog.at_level("WARNING", logger=deferred.__name__):
+        for net, trainer in zip(nets, trainers):
+            _train_two_devices(net, trainer, batches, contexts)
+    # On a kvstore the optimizer falls back to the eager update, and says so.
+    assert ("update_on_kvstore=False" in caplog.text) == update_on_kvstore
+    assert (deferred.state_bytes(trainers[0]) > 0) != update_on_kvstore
+    deferred.flush(trainers[0])
+    for pa, pb in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+        for a, b in zip(pa.list_data(), pb.list_data()):
+            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=pa.name)

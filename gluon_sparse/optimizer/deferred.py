@@ -215,7 +215,7 @@ class DeferredAdamState:
         logger.debug("deferred Adam history grown to %d steps", capacity)
 
     # ------------------------------------------------------------------ steps
-    def update(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient):
+    def update(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient, catch_up=False):
         """Apply standard Adam step ``step`` to the rows of the row_sparse ``grad``.
 
         Parameters
@@ -232,6 +232,10 @@ class DeferredAdamState:
             As for ``adam_update``.
         clip_gradient : float or None
             None (or a negative value) disables clipping.
+        catch_up : bool, default False
+            Bring gradient rows that are behind up to date before the step. Needed
+            with several devices (the summed gradient holds rows that only another
+            device read); otherwise such a row means it was read stale, an error.
         """
         self.bind(weight)
         if not self._started:
@@ -247,7 +251,8 @@ class DeferredAdamState:
         if step >= self.history.shape[0]:
             self._grow_history(step)
         kwargs = {"lr": lr, "step": step, "beta1": self.beta1, "beta2": self.beta2,
-                  "epsilon": self.epsilon, "wd": wd, "rescale_grad": rescale_grad}
+                  "epsilon": self.epsilon, "wd": wd, "rescale_grad": rescale_grad,
+                  "catch_up": int(catch_up)}
         if clip_gradient is not None:
             kwargs["clip_gradient"] = clip_gradient
         mx.nd.gs_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
@@ -310,9 +315,19 @@ def _patch_reduce(param):
 def create_state(optimizer, index, weight):
     """A :class:`DeferredAdamState` for ``weight``, or None where deferral does not apply.
 
-    Deferral applies to weights with a ``row_sparse`` gradient; others (dense
-    gradients touch every row anyway) get None, and the caller creates its
-    usual state.
+    Deferral applies to the dense weights with a ``row_sparse`` gradient of the
+    Trainer's parameters, updated on the devices that also run the forward pass.
+    Elsewhere it could not be kept exact, and None tells the caller to create
+    its usual (eager) state:
+
+    * a dense gradient touches every row anyway (silently eager);
+    * the weight is not the parameter's own array: the update runs on a
+      kvstore (``update_on_kvstore=True``), whose copy no forward pass reads;
+    * no parameter is known for ``index`` (Module API, a kvstore server, which
+      gets the optimizer without its ``param_dict``): the library could not
+      flush before the weights are saved or pulled.
+
+    The last two log a warning.
 
     Parameters
     ----------
@@ -326,29 +341,22 @@ def create_state(optimizer, index, weight):
     Returns
     -------
     DeferredAdamState or None
-
-    Raises
-    ------
-    ValueError
-        When the weight is not the parameter's own array (updates run on a
-        kvstore), where the forward pass could never bring rows up to date.
     """
     param = _parameter_of(optimizer, index)
-    if param is not None and param._grad_stype != "row_sparse":
+    if param is None or param._data is None:
+        logger.warning("deferred Adam: no gluon Parameter is known for weight %s (Module API or "
+                       "kvstore server); it is updated eagerly (standard Adam, full cost)", index)
         return None
-    if weight.stype != "default":
+    if param._grad_stype != "row_sparse" or weight.stype != "default":
         return None
-    if param is not None and param._data is not None:
-        own = {_data_pointer(a) for a in param.list_data()}
-        if _data_pointer(weight) not in own:
-            raise ValueError(
-                "SparseAdam(deferred=True) cannot update %s on a kvstore: the forward pass "
-                "reads another copy of the weight than the optimizer updates, so rows cannot be "
-                "brought up to date. Create the Trainer with update_on_kvstore=False, or use "
-                "deferred=False" % param.name)
+    if _data_pointer(weight) not in {_data_pointer(a) for a in param.list_data()}:
+        logger.warning("deferred Adam: %s is updated on a kvstore (update_on_kvstore=True), "
+                       "whose copy of the weight no forward pass refreshes; it is updated "
+                       "eagerly (standard Adam, full cost). Create the Trainer with "
+                       "update_on_kvstore=False to defer", param.name)
+        return None
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon)
-    if param is not None:
-        _patch_reduce(param)
+    _patch_reduce(param)
     _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
     return state
 
@@ -389,11 +397,13 @@ def update(optimizer, index, weight, grad, state):
     lr *= math.sqrt(1. - optimizer.beta2 ** t) / (1. - optimizer.beta1 ** t)
     _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
     param = _parameter_of(optimizer, index)
+    several_devices = False
     if param is not None:
         _patch_reduce(param)
+        several_devices = param._data is not None and len(param._data) > 1
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
-    state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip)
+    state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
 
 
 def _states_of(obj):

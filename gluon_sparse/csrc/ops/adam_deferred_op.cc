@@ -25,7 +25,10 @@
  * gradient brought it there), unless the missed steps are no-ops for it. A
  * row further behind was read stale by something that does not refresh rows;
  * the update then fails, before touching memory, instead of silently
- * diverging from standard Adam.
+ * diverging from standard Adam. With `catch_up=1` such rows are brought up to
+ * date first instead: with several devices the gradient is summed over all of
+ * them, and a row that only another device's batch read (and refreshed there)
+ * is legitimately behind on this one.
  *
  * weight, mean and var are dense, of one dtype (float32 or float64); mean,
  * var, last_step and history are mutated inputs, the weight is written through
@@ -75,6 +78,7 @@ struct Params {
   float rescale_grad = 1.0f;
   float clip_gradient = -1.0f;
   int64_t step = -1;
+  bool catch_up = false;
 };
 
 bool parse_float(const char* op, const std::string& key, const std::string& text, float* out) {
@@ -86,6 +90,19 @@ bool parse_float(const char* op, const std::string& key, const std::string& text
     return false;
   }
   *out = value;
+  return true;
+}
+
+bool parse_flag(const char* op, const std::string& key, const std::string& text, bool* out) {
+  if (text == "0" || text == "False" || text == "false") {
+    *out = false;
+  } else if (text == "1" || text == "True" || text == "true") {
+    *out = true;
+  } else {
+    MX_ERROR_MSG << op << ": parameter " << key << " must be 0/1 or True/False, got '" << text
+                 << "'";
+    return false;
+  }
   return true;
 }
 
@@ -117,11 +134,15 @@ bool parse_params(const Attrs& attrs, bool is_update, Params* p) {
       if (!parse_step(op, kv.second, &p->step)) return false;
       continue;
     }
+    if (is_update && kv.first == "catch_up") {
+      if (!parse_flag(op, kv.first, kv.second, &p->catch_up)) return false;
+      continue;
+    }
     const auto field = fields.find(kv.first);
     if (field == fields.end()) {
       MX_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << (is_update ? "lr, step, beta1, beta2, epsilon, wd, rescale_grad, "
-                                   "clip_gradient"
+                                   "clip_gradient, catch_up"
                                  : "step, beta1, beta2, epsilon");
       return false;
     }
@@ -256,10 +277,10 @@ bool update_cpu_typed(const Params& p, const Args& a) {
     const int64_t row = a.indices[k];
     const int64_t row_step = a.last_step[row];
     if (row_step == p.step - 1) continue;
+    if (row_step >= p.step || row_step < 0) return report_stale_row(row, row_step, p.step);
     const int64_t offset = row * a.cols;
-    if (row_step >= p.step || row_step < 0 ||
-        !gd::is_fixed_point(a.cols, mean + offset, var + offset, a.history, row_step,
-                            p.step - 1)) {
+    if (!p.catch_up && !gd::is_fixed_point(a.cols, mean + offset, var + offset, a.history,
+                                           row_step, p.step - 1)) {
       return report_stale_row(row, row_step, p.step);
     }
   }
@@ -268,10 +289,16 @@ bool update_cpu_typed(const Params& p, const Args& a) {
                                      p.clip_gradient);
   const T* grad = static_cast<const T*>(a.grad);
   const bool clip = p.clip_gradient >= 0.0f;
+  const gd::FixedScalars fixed{p.beta1, p.beta2, p.epsilon};
 #pragma omp parallel for schedule(static) if (a.nnz * a.cols >= kParallelWork)
   for (int64_t k = 0; k < a.nnz; ++k) {
     const int64_t row = a.indices[k];
     const int64_t offset = row * a.cols;
+    if (a.last_step[row] < p.step - 1) {
+      // catch_up (rows read by another device), or a fixed point (replay skips it).
+      gd::replay_row<T>(a.cols, weight + offset, mean + offset, var + offset, a.history, fixed,
+                        a.last_step[row], p.step - 1);
+    }
     if (clip) {
       ga::update_row_with_grad<true>(a.cols, weight + offset, mean + offset, var + offset,
                                      grad + k * a.cols, s);
@@ -361,7 +388,10 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
                                                &bad, &value, &previous);
     if (status.ok() && bad < a.nnz) return report_invalid_index(bad, value, previous, a.num_rows);
     int64_t row = -1, row_step = 0;
-    if (status.ok()) {
+    if (status.ok() && p.catch_up) {
+      status = gd::cuda::launch_catch_up<T>(state, {p.beta1, p.beta2, p.epsilon}, a.indices,
+                                            a.nnz, p.step - 1, stream);
+    } else if (status.ok()) {
       status = gd::cuda::find_stale_row<T>(state, a.indices, a.nnz, p.step, workspace, stream,
                                            &bad, &row, &row_step);
     }
