@@ -13,8 +13,9 @@
  *          weight (in_units, units)  dense
  * Output:  out    (batch, units)     dense
  * Gradient (generated `_backward_gluon_sparse_dot`): weight -> row_sparse with
- * the batch's distinct columns as rows, sorted; no gradient for data (as in
- * MXNet's sparse.dot, which does not differentiate w.r.t. a CSR operand).
+ * the batch's distinct columns as rows, sorted; data -> an empty (all-zero)
+ * row_sparse array: like MXNet's sparse.dot, the op does not differentiate
+ * with respect to its sparse operand.
  *
  * Attribute `squared` ("0"/"1", default "0"): compute
  * dot(data * data, weight * weight) instead, the sum_i x_i^2 v_if^2 term of a
@@ -453,9 +454,12 @@ MXReturnValue InferSType(const std::unordered_map<std::string, std::string>& att
     return MX_SUCCESS;
   }
   // backward: (ograd, data, weight, out) -> (data grad, weight grad). The data
-  // gradient is never computed; declaring it sparse keeps MXNet from
-  // allocating a dense (batch, in_units) array for it.
-  (*out_stypes)[0] = kCSRStorage;
+  // gradient is never computed and left as an empty row_sparse array (all
+  // zeros). Sparse, so MXNet allocates no dense (batch, in_units) array for
+  // it; row_sparse rather than CSR, so that a graph using the same batch in
+  // several products (the factorization machine) sums these with add_n's
+  // row_sparse kernel instead of a storage fallback to dense.
+  (*out_stypes)[0] = kRowSparseStorage;
   (*out_stypes)[1] = kRowSparseStorage;
   return MX_SUCCESS;
 }
