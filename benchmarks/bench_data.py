@@ -120,21 +120,23 @@ def bench_loading(path, skip_sklearn, repeat):
 
 
 def measure_waits(loader, step, steps):
-    """Run ``steps`` training steps over ``loader``; return (total s, s spent waiting in next())."""
-    waited = 0.0
-    done = 0
+    """Run ``steps`` training steps over ``loader``.
+
+    Returns (total seconds, seconds spent waiting in next(), per-step waits).
+    """
+    waits = []
     start = time.perf_counter()
     batches = iter(loader)
-    while done < steps:
+    while len(waits) < steps:
         t0 = time.perf_counter()
         batch = next(batches, None)
-        waited += time.perf_counter() - t0
+        waited = time.perf_counter() - t0
         if batch is None:  # next epoch
             batches = iter(loader)
             continue
+        waits.append(waited)
         step(batch)
-        done += 1
-    return time.perf_counter() - start, waited
+    return time.perf_counter() - start, float(np.sum(waits)), np.array(waits)
 
 
 def bench_prefetch(path, max_rows=200000, steps=2000):
@@ -145,9 +147,11 @@ def bench_prefetch(path, max_rows=200000, steps=2000):
         return SparseDataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, seed=0,
                                 prefetch=prefetch)
 
-    # Cost of building one shuffled batch (rows gathered, not a range).
+    # Cost of loading one shuffled batch (rows gathered, not a range), as a
+    # loop over the loader sees it: the mean over 500 batches, not the best
+    # case of one, since MXNet's engine threads wake up between batches.
     it = iter(loader(0))
-    build = float(np.median([timed(lambda: next(it))[0] for _ in range(200)]))
+    build = timed(lambda: [next(it) for _ in range(500)])[0] / 500
 
     # Step 1, device-bound: the host waits for an accelerator (emulated by a
     # sleep of the batch cost), as when training on a GPU.
@@ -170,17 +174,20 @@ def bench_prefetch(path, max_rows=200000, steps=2000):
         size = int(size * 1.2)
 
     table = Table("data_prefetch", ["step", "step cost", "prefetch", "steps", "total",
-                                    "waiting for data", "wait vs prefetch=0"])
+                                    "waiting for data", "wait vs prefetch=0", "median wait",
+                                    "steps waiting > 50 us"])
     for name, step, step_cost in (("device-bound (sleep)", device_step, build),
                                   ("CPU-bound (MXNet dot)", cpu_step, cost)):
         waits = {}
         for prefetch in (0, 2):
-            total, waited = measure_waits(loader(prefetch), step, steps)
+            total, waited, per_step = measure_waits(loader(prefetch), step, steps)
             waits[prefetch] = waited
             table.add(step=name, prefetch=prefetch, steps=steps, total=format_seconds(total),
                       **{"step cost": format_seconds(step_cost),
                          "waiting for data": format_seconds(waited),
-                         "wait vs prefetch=0": round(waited / waits[0], 3)})
+                         "wait vs prefetch=0": round(waited / waits[0], 3),
+                         "median wait": format_seconds(float(np.median(per_step))),
+                         "steps waiting > 50 us": "%.1f%%" % (100 * np.mean(per_step > 50e-6))})
     table.meta.update(batch_build_s=build, cpu_step_s=cost)
     print("\nbuilding one batch of %d: %s" % (BATCH_SIZE, format_seconds(build)))
     table.save()
