@@ -306,7 +306,8 @@ class BaseSparseNet(BaseEstimator):
                 break
         progress.close()
         if early_stopping and self._best_params is not None:
-            set_module_params(module, self._best_params, ctx)
+            for name, param in module._collect_params_with_prefix().items():
+                param.set_data(mx.nd.array(self._best_params[name], ctx=ctx, dtype=param.dtype))
         self._best_params = None
         if not converged and not incremental:
             warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
