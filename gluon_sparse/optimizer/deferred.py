@@ -156,8 +156,11 @@ class DeferredAdamState:
         weight : NDArray
             The weight this state updates; its rows are refreshed in place.
         """
+        if self._weight is not None and weight.handle.value == self._weight.handle.value:
+            return  # the same array: no pointer look-up (it would wait for pending writes)
         pointer = _data_pointer(weight)
         if pointer == self._pointer:
+            self._weight = weight
             return
         self.unbind()
         if weight.shape != self.mean.shape or np.dtype(weight.dtype) != self.mean.dtype:
