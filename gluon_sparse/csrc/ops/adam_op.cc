@@ -17,12 +17,17 @@
  * alongside, so there is no temporary at all. The element math lives in
  * adam_kernels.h, shared with the CUDA kernels (adam_kernels.cu).
  *
+ * Errors: shapes, dtypes, storage types and parameters are checked during
+ * MXNet's inference, so they raise at the call; index checks run in the
+ * forward function, before any write, and raise when the result is waited for.
+ * (lib_api.h keeps every message a library has produced: the last line of the
+ * "Extension Traceback" is the current one.)
+ *
  * Layout: compute functions, then attribute functions, then REGISTER_OP.
  */
 #include <omp.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -50,7 +55,8 @@ constexpr int64_t kMinElementsPerThread = 1 << 15;
 
 /*! \brief The operator's parameters, parsed as C floats exactly as MXNet's AdamParam. */
 struct AdamParams {
-  float lr = NAN;
+  bool has_lr = false;
+  float lr = 0.0f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
@@ -89,8 +95,9 @@ bool parse_params(const std::unordered_map<std::string, std::string>& attrs, Ada
       return false;
     }
     if (!parse_float(kv.first, kv.second, field->second)) return false;
+    p->has_lr = p->has_lr || kv.first == "lr";
   }
-  if (std::isnan(p->lr)) {
+  if (!p->has_lr) {
     MX_ERROR_MSG << kOpName << ": parameter lr is required";
     return false;
   }
@@ -178,7 +185,7 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   return true;
 }
 
-bool report_invalid_index(int64_t position, int64_t value, int64_t previous, int64_t num_rows) {
+void report_invalid_index(int64_t position, int64_t value, int64_t previous, int64_t num_rows) {
   if (value < 0 || value >= num_rows) {
     MX_ERROR_MSG << kOpName << ": grad row index " << value << " at position " << position
                  << " is out of range for a weight of " << num_rows << " rows";
@@ -186,7 +193,6 @@ bool report_invalid_index(int64_t position, int64_t value, int64_t previous, int
     MX_ERROR_MSG << kOpName << ": grad row indices must be sorted and unique, but index "
                  << value << " at position " << position << " follows " << previous;
   }
-  return false;
 }
 
 /*!
