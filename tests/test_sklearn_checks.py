@@ -9,7 +9,7 @@ from gluon_sparse.sklearn._base import expected_failed_checks
 
 # Small networks, few epochs and a larger step: the checks fit ~150 models on
 # toy data, where MXNet's per-call overhead, not arithmetic, is the cost.
-FAST = dict(max_iter=40, learning_rate_init=0.02)
+FAST = dict(max_iter=15, learning_rate_init=0.05)
 
 ESTIMATORS = [
     SparseMLPClassifier(hidden_layer_sizes=(16,), **FAST),
