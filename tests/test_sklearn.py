@@ -273,7 +273,8 @@ def test_save_load_round_trip(tmp_path):
                       SparseNetClassifier(module=fm_module, max_iter=3, random_state=0),
                       SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=3, random_state=0)):
         target = labels if hasattr(estimator, "predict_proba") else y.astype(float)
-        estimator.fit(X, target)
+        # ctx="gpu:0" as if trained on a GPU: without one, load() falls back to the CPU.
+        estimator.fit(X, target).set_params(ctx="gpu:0" if mx.context.num_gpus() == 0 else "cpu")
         path = tmp_path / type(estimator).__name__
         estimator.save(path)
         assert sorted(p.name for p in path.iterdir()) == ["estimator.json", "network.params"]

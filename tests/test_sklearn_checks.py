@@ -1,5 +1,4 @@
 """scikit-learn's shared estimator checks, run on every estimator of gluon_sparse.sklearn."""
-import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gluon_sparse.nn import FullyConnectedSparse

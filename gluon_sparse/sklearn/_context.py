@@ -1,7 +1,10 @@
 """Turn the estimators' and the command line's ``ctx`` argument into an MXNet context."""
+import logging
 import re
 
 import mxnet as mx
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["parse_context", "available_context"]
 
@@ -47,5 +50,6 @@ def available_context(ctx):
     """
     try:
         return parse_context(ctx)
-    except ValueError:
+    except ValueError as err:
+        logger.warning("%s; using the CPU instead", err)
         return mx.cpu()

@@ -76,7 +76,7 @@ def _encode_param(name, value):
     if isinstance(value, (np.integer, np.floating, np.bool_)):
         return value.item()
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in value):
-        return {"tuple": [int(v) for v in value]}
+        return {type(value).__name__: [int(v) for v in value]}
     if isinstance(value, mx.Context):
         return "%s:%d" % (value.device_type, value.device_id)
     if isinstance(value, np.random.RandomState):
@@ -96,6 +96,8 @@ def _decode_param(name, value, overrides):
     if isinstance(value, dict):
         if "tuple" in value:
             return tuple(value["tuple"])
+        if "list" in value:
+            return list(value["list"])
         if "import" in value:
             return _resolve_import_name(value["import"])
         raise ValueError("the saved estimator's %r parameter (a %s) could not be stored as JSON; "
