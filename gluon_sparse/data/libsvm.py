@@ -265,17 +265,19 @@ def open_libsvm_buffer(path):
         if os.fstat(f.fileno()).st_size == 0:
             yield b""
             return
-        # A read-only map costs no copy; the page cache backs it.
+        # A read-only map costs no copy; the page cache backs it. The map
+        # itself is yielded, not a numpy view of it, so the caller's variable
+        # does not keep it open.
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        view = np.frombuffer(mapped, dtype=np.uint8)
         try:
-            yield view
+            yield mapped
         finally:
-            del view
             try:
                 mapped.close()
-            except BufferError:  # a caller kept a view; the map closes when it is freed
-                logger.debug("buffer of %s still referenced; left to the garbage collector", path)
+            except BufferError:
+                # A parse error's traceback still holds a view of the map; it
+                # is unmapped when that traceback is freed.
+                logger.debug("map of %s still referenced by a traceback", path)
 
 
 def _as_path_list(paths):
