@@ -17,7 +17,6 @@ in two respects:
   callback and goes on serving *without* an optimizer, which silently turns
   every push into an assignment of the summed gradients to the weights.
 """
-import importlib.util
 import logging
 import os
 import sys
@@ -35,10 +34,9 @@ def _import_without_serving(role):
     try:
         import mxnet  # noqa: F401
         import gluon_sparse  # noqa: F401
+        import gluon_sparse.optimizer  # noqa: F401 - registers SparseAdam & co.
         from gluon_sparse import _native
         _native.load_ops()
-        if importlib.util.find_spec("gluon_sparse.optimizer") is not None:
-            importlib.import_module("gluon_sparse.optimizer")
     finally:
         os.environ["DMLC_ROLE"] = role
 
@@ -84,8 +82,9 @@ def main():
 
 if __name__ == "__main__":
     # Run as a script, this directory heads sys.path; its modules must not
-    # shadow top-level ones.
+    # shadow top-level ones. The working directory (the launcher's) takes its
+    # place, as with `python -m`, so optimizers defined in modules there unpickle.
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-        del sys.path[0]
+        sys.path[0] = os.getcwd()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     sys.exit(main())
