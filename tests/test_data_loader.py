@@ -231,3 +231,15 @@ def test_csr_to_ndarray_copies_and_leaves_the_input_writeable():
     assert nd.asscipy().count_nonzero() == nd.asscipy().nnz > 0
     empty = csr_to_ndarray(sp.csr_matrix((3, 7), dtype=np.float32))
     assert empty.shape == (3, 7) and empty.asnumpy().sum() == 0
+
+
+def test_batches_too_wide_for_mxnet_operators_are_warned_about(caplog):
+    # 256 x 10^7 counts as 2.56e9 elements: MXNet's wheels refuse such operator inputs.
+    wide = sp.csr_matrix((300, 10 ** 7), dtype=np.float32)
+    with caplog.at_level("WARNING", logger="gluon_sparse.data.batchify"):
+        SparseDataLoader(CSRDataset(wide), batch_size=256)
+    assert "Use batch_size <= 214" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gluon_sparse.data.batchify"):
+        SparseDataLoader(CSRDataset(wide), batch_size=200)
+    assert caplog.text == ""

@@ -1,5 +1,6 @@
 """Assembly of CSR batches: rows are sliced in bulk, never densified."""
 import ctypes
+import logging
 
 import mxnet as mx
 import numpy as np
@@ -8,8 +9,11 @@ from mxnet.base import _LIB, check_call
 
 from .. import _native
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["gather_rows", "array_to_ndarray", "csr_to_ndarray", "csr_parts_to_ndarray",
-           "csr_row_range_to_ndarray", "CSRBatchify", "stack_samples"]
+           "csr_row_range_to_ndarray", "CSRBatchify", "stack_samples",
+           "check_batch_size"]
 
 
 def array_to_ndarray(array, ctx=None):
@@ -170,6 +174,29 @@ def gather_rows(matrix, rows):
     if status:
         raise RuntimeError("internal error: gs_csr_gather_fill returned %d" % status)
     return out_values, out_indices, out_indptr
+
+
+_INT32_ELEMENTS = 2 ** 31 - 1
+
+
+def check_batch_size(batch_size, num_features):
+    """Warn when MXNet cannot run operators on batches this wide.
+
+    MXNet wheels are built without ``USE_INT64_TENSOR_SIZE``; their operators
+    then refuse any input of more than 2^31 - 1 elements, and a CSR batch
+    counts as ``rows x num_features`` however sparse it is (256 x 10^7
+    already fails in ``sparse.dot``). Returns the largest usable batch size.
+    """
+    import mxnet as mx
+    if num_features is None or mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE"):
+        return batch_size
+    largest = max(_INT32_ELEMENTS // max(int(num_features), 1), 1)
+    if batch_size is not None and batch_size > largest:
+        logger.warning(
+            "batches of %d x %d features exceed the 2^31 - 1 elements this MXNet build allows "
+            "per operator input (it lacks USE_INT64_TENSOR_SIZE): operators such as sparse.dot "
+            "will fail on them. Use batch_size <= %d.", batch_size, num_features, largest)
+    return largest
 
 
 def _is_contiguous(indices):

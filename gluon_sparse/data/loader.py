@@ -5,7 +5,7 @@ import concurrent.futures
 import numpy as np
 import scipy.sparse as sp
 
-from .batchify import CSRBatchify, stack_samples
+from .batchify import CSRBatchify, check_batch_size, stack_samples
 from .prefetch import Prefetcher
 from .sampler import BatchSampler, PartitionSampler
 
@@ -101,6 +101,7 @@ class SparseDataLoader:
                                 "convert them to a numeric array, e.g. with "
                                 "sklearn.preprocessing.MultiLabelBinarizer")
             self._batchify = CSRBatchify(data, None if label is None else np.asarray(label), dtype)
+            check_batch_size(batch_size, data.shape[1])
         else:
             self._batchify = None
             self._dtype = dtype

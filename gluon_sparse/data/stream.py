@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from .batchify import array_to_ndarray, csr_row_range_to_ndarray
+from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
 from .libsvm import _as_path_list, parse_libsvm_bytes
 from .prefetch import Prefetcher
 
@@ -84,6 +84,7 @@ class LibSVMStream:
                              % (batch_size, num_features, chunk_bytes, shuffle_buffer))
         if last_batch not in ("keep", "discard"):
             raise ValueError("last_batch must be 'keep' or 'discard', got %r" % (last_batch,))
+        check_batch_size(batch_size, num_features)
         self.paths = _as_path_list(path_or_paths)
         self.batch_size = int(batch_size)
         self.num_features = int(num_features)
