@@ -192,10 +192,11 @@ def test_empty_file_gives_an_empty_dataset(tmp_path):
 
 def test_parallel_parse_equals_single_thread_and_reports_the_first_error(tmp_path):
     rng = np.random.default_rng(0)
-    lines = []
-    for i in range(40000):  # about 3 MB: three parser threads
+    block = []
+    for i in range(4000):
         idx = np.sort(rng.choice(100000, size=rng.integers(0, 12), replace=False)) + 1
-        lines.append("%d %s" % (i % 3, " ".join("%d:%.6g" % (j, rng.normal()) for j in idx)))
+        block.append("%d %s" % (i % 3, " ".join("%d:%.6g" % (j, rng.normal()) for j in idx)))
+    lines = block * 10  # about 3 MB: three parser threads
     path = write(tmp_path, "\n".join(lines) + "\n")
     reference = load_svmlight_file(path, dtype=np.float32)
     for threads in [1, 2, 5]:
