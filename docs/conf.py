@@ -4,6 +4,7 @@ Build it with ``sphinx-build -W -b html docs docs/_build/html`` (``-W``: every
 warning is an error, as in CI through ``tests/test_docs.py``).
 """
 import os
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,10 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "**/.ipynb_checkpoints", "api/generated/*.md"]
 
 # --- API reference -----------------------------------------------------------
+# autosummary writes one page per object into api/generated/ (git-ignored).
+# Start from an empty folder so that a page of an object that was renamed or
+# removed does not linger and fail the build as "not in any toctree".
+shutil.rmtree(os.path.join(HERE, "api", "generated"), ignore_errors=True)
 autosummary_generate = True
 autosummary_imported_members = False
 autodoc_member_order = "bysource"
@@ -58,7 +63,15 @@ myst_heading_anchors = 3
 # Notebook outputs carry MIME types Sphinx has no use for (widgets state etc.);
 # showing the best available one is the intent, not a problem to report.
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
-suppress_warnings = ["mystnb.unknown_mime_type"]
+suppress_warnings = [
+    "mystnb.unknown_mime_type",
+    # numpydoc links an "Attributes" entry that names a property to
+    # ``.name``; for a property inherited from a documented base class
+    # (LibSVMDataset.num_features from CSRDataset) Sphinx then finds several
+    # ``num_features`` and warns that the link is ambiguous. The link is still
+    # made; the ambiguity is not an error in the docstrings.
+    "ref.python",
+]
 
 # --- HTML ---------------------------------------------------------------------
 html_theme = "furo"
@@ -78,5 +91,45 @@ def _skip_sklearn_request_methods(app, what, name, obj, skip, options):
     return None
 
 
+_GLUON_SECTIONS = ("Inputs", "Outputs")
+
+
+def _is_section_header(lines, i):
+    return (i + 1 < len(lines) and lines[i].strip() and set(lines[i + 1].strip()) == {"-"}
+            and len(lines[i + 1].strip()) >= len(lines[i].strip()))
+
+
+def _gluon_sections_to_rubrics(app, what, name, obj, options, lines):
+    """Keep Gluon's "Inputs" / "Outputs" sections, which numpydoc does not know.
+
+    Gluon blocks document the arrays their forward pass takes and returns in
+    sections named Inputs and Outputs (as MXNet's own blocks do). numpydoc
+    drops unknown sections, so they are moved, as rubrics with one bullet per
+    entry, to the end of the extended summary, which numpydoc passes through.
+    Runs before numpydoc (lower priority number).
+    """
+    extracted, kept, i = [], [], 0
+    while i < len(lines):
+        if lines[i].strip() in _GLUON_SECTIONS and _is_section_header(lines, i):
+            extracted += ["", ".. rubric:: " + lines[i].strip(), ""]
+            i += 2
+            while i < len(lines) and not _is_section_header(lines, i):
+                text = lines[i].strip()
+                if text and not lines[i].startswith((" ", "\t")):
+                    entry, _, kind = text.partition(" : ")
+                    extracted.append("- ``%s``: %s" % (entry, kind) if kind else "- " + text)
+                elif text:
+                    extracted.append("  " + text)
+                i += 1
+            continue
+        kept.append(lines[i])
+        i += 1
+    if not extracted:
+        return
+    first_section = next((j for j in range(len(kept)) if _is_section_header(kept, j)), len(kept))
+    lines[:] = kept[:first_section] + extracted + [""] + kept[first_section:]
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_sklearn_request_methods)
+    app.connect("autodoc-process-docstring", _gluon_sections_to_rubrics, priority=100)
