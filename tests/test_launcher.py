@@ -189,10 +189,10 @@ def test_killing_a_worker_ends_a_dist_sync_job_with_nothing_left_running():
     worker = ("import os, time, mxnet as mx\n"
               "kv = mx.kv.create('dist_sync')\n"
               "print('ready', os.getpid(), flush=True)\n"
-              "time.sleep(120)\n")
+              "time.sleep(300)\n")
     launch = subprocess.Popen(
         [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "-s", "1",
-         "--grace-period", "2", "--timeout", "100", "--", PYTHON, "-c", worker],
+         "--grace-period", "2", "--timeout", "200", "--", PYTHON, "-c", worker],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         ready = {}
@@ -234,7 +234,7 @@ def wait_for_lines(stream, marker, count, timeout):
 
 @pytest.mark.slow
 def test_sigterm_to_the_launcher_stops_every_process():
-    worker = "import time; print('ready', flush=True); time.sleep(120)"
+    worker = "import time; print('ready', flush=True); time.sleep(300)"
     launch = subprocess.Popen(
         [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "--grace-period", "2",
          "--", PYTHON, "-c", worker],
