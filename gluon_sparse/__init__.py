@@ -1,10 +1,14 @@
 """gluon-sparse: Gluon blocks, data loaders and exact fast optimizers for very
-sparse, very wide data (LibSVM, CTR, text) on MXNet 1.9.1."""
+sparse, very wide data (LibSVM, CTR, text) on MXNet 1.9.1.
+
+``gluon_sparse.sklearn`` and ``gluon_sparse.distributed`` are imported on
+demand (they pull in scikit-learn and process management).
+"""
 from ._compat import import_mxnet as _import_mxnet
 
 _import_mxnet()
 
 from ._version import __version__  # noqa: E402
-from . import nn  # noqa: E402
+from . import data, nn, optimizer  # noqa: E402  (optimizer registers 'sparseadam')
 
-__all__ = ["__version__", "nn"]
+__all__ = ["__version__", "data", "nn", "optimizer"]
