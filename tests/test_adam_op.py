@@ -273,22 +273,63 @@ def test_cpu_kernel_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     driver = tmp_path / "driver.cc"
     driver.write_text(_SANITIZER_DRIVER)
     binary = str(tmp_path / "driver")
-    common = ["g++", "-std=c++17", "-g", "-fopenmp", "-fno-omit-frame-pointer",
-              "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-              "-DGLUON_SPARSE_MXNET_VERSION_CODE=10901",
-              "-I", OPS_DIR, "-I", os.path.join(mxnet_dir, "include"), "-c"]
-    # Two compiles in parallel; MXNet's lib_api.cc only needs to link, so -O0.
-    compiles = [subprocess.Popen(common + ["-O1", str(driver), "-o", binary + ".o"],
-                                 stderr=subprocess.PIPE),
-                subprocess.Popen(common + ["-O0", os.path.join(mxnet_dir, "src", "lib_api.cc"),
-                                           "-o", binary + "_lib_api.o"], stderr=subprocess.PIPE)]
+    includes = ["-std=c++17", "-fopenmp", "-DGLUON_SPARSE_MXNET_VERSION_CODE=10901",
+                "-I", OPS_DIR, "-I", os.path.join(mxnet_dir, "include"), "-c"]
+    sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    # -O0 compiles fastest and hides nothing from the sanitizers. MXNet's
+    # lib_api.cc only marshals the tensors: compiled without instrumentation,
+    # in parallel with the driver.
+    compiles = [subprocess.Popen(["g++", "-O0", "-fno-omit-frame-pointer"] + sanitize + includes
+                                 + [str(driver), "-o", binary + ".o"], stderr=subprocess.PIPE),
+                subprocess.Popen(["g++", "-O0"] + includes
+                                 + [os.path.join(mxnet_dir, "src", "lib_api.cc"),
+                                    "-o", binary + "_lib_api.o"], stderr=subprocess.PIPE)]
     for proc in compiles:
         _, stderr = proc.communicate()
         assert proc.returncode == 0, stderr.decode()
-    subprocess.run(["g++", "-fopenmp", "-fsanitize=address,undefined", binary + ".o",
-                    binary + "_lib_api.o", "-o", binary], check=True, capture_output=True)
+    subprocess.run(["g++", "-fopenmp"] + sanitize + [binary + ".o", binary + "_lib_api.o",
+                                                     "-o", binary], check=True, capture_output=True)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", OMP_NUM_THREADS="2")
     result = subprocess.run([binary], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 failures" in result.stdout
     assert "runtime error" not in result.stderr and "AddressSanitizer" not in result.stderr
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_flush_denormals(flush):
+    # Means of rows long absent from the gradient decay into the denormal range.
+    rng = np.random.RandomState(8)
+    shape = (40, 12)
+    tiny = np.finfo(np.float32).tiny  # smallest normal float32
+    mean0 = (rng.rand(*shape) * tiny * 4).astype(np.float32)  # denormal and just-normal values
+    weight0 = rng.randn(*shape).astype(np.float32)
+    var0 = np.full(shape, 1e-6, dtype=np.float32)
+    grad = _random_grad(rng, shape, 5, "float32")
+    ref = [mx.nd.array(a) for a in (weight0, mean0, var0)]
+    got = [mx.nd.array(a) for a in (weight0, mean0, var0)]
+    mx.nd.adam_update(ref[0], grad, ref[1], ref[2], out=ref[0], lazy_update=False, lr=0.01)
+    mx.nd.gs_adam_update(got[0], grad, got[1], got[2], out=got[0], lr=0.01, flush_denormals=flush)
+    ref_mean, mean = ref[1].asnumpy(), got[1].asnumpy()
+    assert (np.abs(ref_mean)[ref_mean != 0] < tiny).any()  # MXNet keeps denormals
+    if flush:
+        # No denormal survives; everything else is what MXNet computes, to rounding.
+        assert not ((mean != 0) & (np.abs(mean) < tiny)).any()
+        normal = np.abs(ref_mean) >= tiny
+        np.testing.assert_array_equal(mean[normal], ref_mean[normal])
+        np.testing.assert_allclose(got[0].asnumpy(), ref[0].asnumpy(), rtol=1e-6, atol=1e-30)
+    else:
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    # The flag is per call: a later call without it keeps denormals again.
+    again = [mx.nd.array(a) for a in (weight0, mean0, var0)]
+    mx.nd.gs_adam_update(again[0], grad, again[1], again[2], out=again[0], lr=0.01)
+    np.testing.assert_array_equal(again[1].asnumpy(), ref_mean)
+
+
+def test_flush_denormals_rejects_non_boolean():
+    shape = (5, 3)
+    grad = _rsp(np.ones((1, 3)), [1], shape, "float32")
+    message = _error_of(mx.nd.zeros(shape), grad, mx.nd.zeros(shape), mx.nd.zeros(shape),
+                        flush_denormals="maybe")
+    assert "flush_denormals='maybe' is not a boolean" in message

@@ -245,3 +245,28 @@ def test_larger_weight_matches_mxnet_adam():
     _assert_close(weights[0], weights[1])
     for ours, theirs in zip(_flatten(states[0]), _flatten(states[1])):
         _assert_close(ours, theirs)
+
+
+def test_flush_denormals_is_passed_to_the_operator_and_stays_within_tolerance():
+    # SparseAdam(flush_denormals=True) against MXNet's Adam on the same gradients.
+    kwargs = dict(learning_rate=0.01, wd=0.0)
+    rng = np.random.RandomState(9)
+    shape = (30, 4)
+    ours = SparseAdam(flush_denormals=True, **kwargs)
+    theirs = mx.optimizer.Adam(lazy_update=False, **kwargs)
+    w = [mx.nd.array(rng.randn(*shape)) for _ in range(2)]
+    w[1] = w[0].copy()
+    s = [ours.create_state(0, w[0]), theirs.create_state(0, w[1])]
+    tiny = np.finfo(np.float32).tiny
+    for state in s:  # means already in the denormal range
+        state[0][:] = mx.nd.array(np.full(shape, tiny / 3))
+    for _ in range(3):
+        grad = mx.nd.sparse.row_sparse_array((rng.randn(2, 4).astype("float32"), [3, 17]),
+                                             shape=shape)
+        ours.update(0, w[0], grad, s[0])
+        theirs.update(0, w[1], grad, s[1])
+    mean = s[0][0].asnumpy()
+    assert not ((mean != 0) & (np.abs(mean) < tiny)).any()
+    assert ((s[1][0].asnumpy() != 0) & (np.abs(s[1][0].asnumpy()) < tiny)).any()
+    _assert_close(w[0], w[1])
+    _assert_close(s[0][1], s[1][1])
