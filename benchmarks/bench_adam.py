@@ -14,7 +14,11 @@ weight, mean and var and write them back: 24 bytes per element is its floor,
 exactly what copying a 3 x weight-sized buffer moves. GB/s below is 24 bytes x
 elements / time for every candidate.
 
-Part 2 times an epoch of the reference workload (1000 x 1,000,000 CSR, density
+Part 2 times decay-only steps of a 100,000 x 128 weight whose means are
+denormal floats, as they become for rows absent from the gradient for ~800
+steps, with and without ``flush_denormals``.
+
+Part 3 times an epoch of the reference workload (1000 x 1,000,000 CSR, density
 1e-5, batch 10, FullyConnectedSparse(128)-sigmoid-Dense(8)-sigmoid-Dense(1))
 with SparseAdam and with MXNet's Adam, lazy and standard.
 
@@ -104,6 +108,36 @@ def bench_operator(rows, cols, grad_rows_list, repeat):
     table.save()
 
 
+def bench_denormals(rows, cols, repeat):
+    """Decay-only steps whose means are denormal (rows absent for ~800 steps get there)."""
+    table = Table("adam_denormals", ["mean values", "candidate", "time/step", "vs normal means"])
+    tiny = float(np.finfo(np.float32).tiny)
+    weight = mx.nd.random.normal(shape=(rows, cols))
+    var = mx.nd.full((rows, cols), 1e-6)
+    mean = mx.nd.zeros((rows, cols))
+    empty = mx.nd.sparse.zeros("row_sparse", (rows, cols))
+    _native.load_ops()
+    candidates = [
+        ("gs_adam_update", lambda: mx.nd.gs_adam_update(weight, empty, mean, var, out=weight,
+                                                        lr=1e-3)),
+        ("gs_adam_update, flush_denormals=True", lambda: mx.nd.gs_adam_update(
+            weight, empty, mean, var, out=weight, lr=1e-3, flush_denormals=True)),
+        ("MXNet adam_update, lazy_update=False", lambda: mx.nd.adam_update(
+            weight, empty, mean, var, out=weight, lr=1e-3, lazy_update=False)),
+    ]
+    normal = {}
+    for label, value in (("normal (1e-3)", 1e-3), ("denormal (tiny / 4)", tiny / 4)):
+        for name, fn in candidates:
+            def step(fn=fn):
+                mean[:] = value  # one step moves denormal means only slightly: keep them there
+                fn()
+            t = time_call(step, repeat=repeat, sync=mx.nd.waitall)["min"]
+            normal.setdefault(name, t)
+            table.add(**{"mean values": label, "candidate": name, "time/step": format_seconds(t),
+                         "vs normal means": "%.1fx" % (t / normal[name])})
+    table.save()
+
+
 def bench_epoch(repeat):
     X, y = reference_data()
     data = batches(X, y, 10)
@@ -141,6 +175,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     bench_operator(args.rows, args.cols, args.grad_rows, args.repeat)
+    bench_denormals(100_000, args.cols, args.repeat)
     if not args.skip_epoch:
         bench_epoch(repeat=3)
 
