@@ -126,7 +126,7 @@ def make_batches(features, count, seed):
     return out
 
 
-def time_step(first_layer, make_optimizer, features, data, steps):
+def time_step(first_layer, make_optimizer, features, data, steps, warmup):
     """Wall times of ``steps`` training steps, each timed alone, and CPU seconds per step.
 
     Each step is timed on its own, up to the end of its asynchronous work, so
@@ -151,7 +151,7 @@ def time_step(first_layer, make_optimizer, features, data, steps):
         trainer.step(BATCH)
 
     # Warm-up covers deferred initialisation, graph caching and Adam's state allocation.
-    for _ in range(len(data) // 2):
+    for _ in range(warmup):
         step()
     mx.nd.waitall()
     cpu_start = time.process_time()
@@ -161,6 +161,37 @@ def time_step(first_layer, make_optimizer, features, data, steps):
     gc.collect()
     mx.nd.waitall()
     return np.asarray(result["times"]), cpu_seconds
+
+
+def time_first_layer(features, data, steps):
+    """Per-call seconds (10th percentile) of the first layer's forward + backward.
+
+    MXNet's ``sparse.dot`` and ``gluon_sparse_dot`` on the same weight and
+    batches, with a row_sparse weight gradient: the part of the step that the
+    operator library replaces.
+    """
+    weight = mx.nd.random.uniform(-0.01, 0.01, shape=(features, HIDDEN))
+    grad = mx.nd.sparse.zeros("row_sparse", weight.shape)
+    autograd.mark_variables([weight], [grad])
+    head = mx.nd.ones((BATCH, HIDDEN))
+    result = {}
+    for name, product in (("MXNet sparse.dot", mx.nd.sparse.dot),
+                          ("gluon_sparse_dot", mx.nd.gluon_sparse_dot)):
+        position = [0]
+
+        def forward_backward():
+            x = data[position[0] % len(data)][0]
+            position[0] += 1
+            with autograd.record():
+                out = product(x, weight)
+            out.backward(head)
+
+        times = time_call(forward_backward, repeat=steps, warmup=10, number=1,
+                          sync=mx.nd.waitall)["times"]
+        result[name] = float(np.percentile(times, 10))
+    del weight, grad
+    mx.nd.waitall()
+    return result
 
 
 def plot(table, path):
@@ -196,9 +227,18 @@ def main(argv=None):
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     table = Table("scale", ["features", "candidate", "step_ms", "median_ms", "cpu_ms",
                             "speed-up vs MXNet lazy adam", "vs own smallest size"])
+    layer_table = Table("scale_first_layer", ["features", "MXNet sparse.dot fwd+bwd (ms)",
+                                              "gluon_sparse_dot fwd+bwd (ms)", "speed-up"])
     baseline, smallest = {}, {}
     for features in sizes:
         data = make_batches(features, args.batches, seed=features % 9973)
+        if features * HIDDEN * 4 + 500 * 2 ** 20 < available_bytes():
+            layer = time_first_layer(features, data, args.steps)
+            mxnet_s, ours_s = layer["MXNet sparse.dot"], layer["gluon_sparse_dot"]
+            layer_table.add(features=features, **{
+                "MXNet sparse.dot fwd+bwd (ms)": round(mxnet_s * 1e3, 3),
+                "gluon_sparse_dot fwd+bwd (ms)": round(ours_s * 1e3, 3),
+                "speed-up": "%.1fx" % (mxnet_s / ours_s)})
         for name, first_layer, make_optimizer, eager_standard in candidates():
             if eager_standard and features > EAGER_STANDARD_MAX_FEATURES:
                 continue
@@ -207,8 +247,10 @@ def main(argv=None):
                                name, features, model_bytes(features) / 1e9,
                                available_bytes() / 1e9)
                 continue
-            times, cpu_seconds = time_step(first_layer, make_optimizer, features, data,
-                                           5 if eager_standard else args.steps)
+            # An eager standard Adam step takes seconds at 10^6 features: a few suffice.
+            steps, warmup = (5, 3) if eager_standard else (args.steps, len(data) // 2)
+            times, cpu_seconds = time_step(first_layer, make_optimizer, features, data, steps,
+                                           warmup)
             # The 10th percentile: a step's own cost, robust to the other jobs' load.
             seconds = float(np.percentile(times, 10))
             if name == MXNET_LAZY:
@@ -221,6 +263,7 @@ def main(argv=None):
                          if features in baseline else "n/a",
                          "vs own smallest size": "%.2fx" % (seconds / smallest[name])})
             logger.info("%d features, %s: %s per step", features, name, format_seconds(seconds))
+    layer_table.save()
     table.save()
     print("plot: %s" % plot(table, os.path.join(RESULTS_DIR, "scale.png")))
 
