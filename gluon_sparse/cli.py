@@ -232,8 +232,8 @@ def _metrics(model, X, y):
     return metrics
 
 
-def _format_metrics(metrics, prefix=""):
-    return "  ".join("%s%s %.4f" % (prefix, name, value) for name, value in metrics.items())
+def _format_metrics(metrics):
+    return "  ".join("%s %.4f" % (name, value) for name, value in metrics.items())
 
 
 # ---------------------------------------------------------------- commands
