@@ -4,6 +4,7 @@ Build it with ``sphinx-build -W -b html docs docs/_build/html`` (``-W``: every
 warning is an error, as in CI through ``tests/test_docs.py``).
 """
 import os
+import re
 import shutil
 import sys
 
@@ -130,6 +131,22 @@ def _gluon_sections_to_rubrics(app, what, name, obj, options, lines):
     lines[:] = kept[:first_section] + extracted + [""] + kept[first_section:]
 
 
+_RELATIVE_MD_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|mailto:|#)([^)\s]+)\)")
+
+
+def _unlink_relative_paths_in_results(app, relative_path, parent_docname, content):
+    """Show relative links of the included benchmarks/RESULTS.md as plain text.
+
+    RESULTS.md is written for reading on GitHub, where a link such as
+    ``[bench_adam.py](bench_adam.py)`` opens the script. Here that file is not
+    a page of the documentation and MyST would warn (an error under ``-W``),
+    so the link text is kept and the target dropped.
+    """
+    if os.path.basename(str(relative_path)) == "RESULTS.md":
+        content[0] = _RELATIVE_MD_LINK.sub(r"\1", content[0])
+
+
 def setup(app):
+    app.connect("include-read", _unlink_relative_paths_in_results)
     app.connect("autodoc-skip-member", _skip_sklearn_request_methods)
     app.connect("autodoc-process-docstring", _gluon_sections_to_rubrics, priority=100)
