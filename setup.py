@@ -87,6 +87,22 @@ def _find_nvcc():
     return nvcc
 
 
+def _cuda_lib_dir(nvcc):
+    """The directory holding libcudart_static.a.
+
+    ``nvcc`` may be a wrapper script outside the toolkit (e.g. /usr/local/bin/nvcc
+    exec'ing /usr/local/cuda-13.0/bin/nvcc), so its own location is only one guess.
+    """
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+             os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "/usr/local/cuda"]
+    for home in filter(None, homes):
+        for lib in ("lib64", os.path.join("targets", "x86_64-linux", "lib"), "lib"):
+            if os.path.exists(os.path.join(home, lib, "libcudart_static.a")):
+                return os.path.join(home, lib)
+    raise RuntimeError("nvcc was found (%s) but not libcudart_static.a; set CUDA_HOME to the "
+                       "CUDA toolkit, or GLUON_SPARSE_CUDA=0 to build without the CUDA kernels" % nvcc)
+
+
 def _cuda_gencode_flags(nvcc):
     wanted = [a.strip() for a in os.environ.get("GLUON_SPARSE_CUDA_ARCHS", DEFAULT_CUDA_ARCHS).split(",")]
     supported = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True).stdout.split()
@@ -156,7 +172,7 @@ class BuildNative(build_ext):
             if nvcc:
                 gencode = _cuda_gencode_flags(nvcc)
                 cxxflags.append("-DGLUON_SPARSE_WITH_CUDA=1")
-                cuda_home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+                cuda_lib_dir = _cuda_lib_dir(nvcc)
                 objects = []
                 for src in cu_sources:
                     obj = os.path.join(obj_dir, os.path.basename(src) + ".o")
@@ -166,7 +182,7 @@ class BuildNative(build_ext):
                     objects.append(obj)
                 # Static cudart: the library then loads on machines without CUDA
                 # (CPU-only MXNet); libcuda is only opened on the first GPU call.
-                ldflags = objects + ["-L", os.path.join(cuda_home, "lib64"), "-lcudart_static",
+                ldflags = objects + ["-L", cuda_lib_dir, "-lcudart_static",
                                      "-ldl", "-lrt", "-lpthread"] + ldflags
 
         objects = []
