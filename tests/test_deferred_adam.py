@@ -52,8 +52,9 @@ def _rows_of_step(rng, num_rows, step):
     return np.sort(rng.choice(np.arange(1, num_rows), 6, replace=False))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("wd, clip", [(0.0, None), (0.01, None), (0.0, 0.05), (0.02, 0.05)])
+@pytest.mark.parametrize("wd, clip, dtype", [(0.0, None, "float32"), (0.01, None, "float32"),
+                                             (0.0, 0.05, "float32"), (0.02, 0.05, "float32"),
+                                             (0.02, 0.05, "float64")])
 def test_op_matches_eager_bitwise_over_300_steps(wd, clip, dtype):
     rows, cols, steps = 120, 4, 300
     rng = np.random.default_rng(7)
@@ -87,6 +88,34 @@ def test_op_matches_eager_bitwise_over_300_steps(wd, clip, dtype):
         np.testing.assert_array_equal(got.asnumpy(), eager.asnumpy())
         np.testing.assert_allclose(got.asnumpy(), mxnet.asnumpy(), rtol=RTOL, atol=ATOL)
     assert (state.last_step.asnumpy() == 300).all()
+
+
+def test_long_absences_bitwise(clip=0.5):
+    """Rows absent for ~1000 steps, whose means decay into float32 denormals."""
+    rows, cols, steps = 8, 5, 1000
+    rng = np.random.default_rng(3)
+    init = rng.standard_normal((rows, cols)).astype("float32")
+    init[0, :2] = [0.0, -0.0]  # signed zeros in the weights
+    w_def, w_eager = mx.nd.array(init), mx.nd.array(init)
+    eager_state = [mx.nd.zeros((rows, cols)) for _ in range(2)]
+    state = deferred.DeferredAdamState(w_def, B1, B2, EPS)
+    clip_kw = {} if clip is None else {"clip_gradient": clip}
+    for t in range(1, steps + 1):
+        # Every row gets a gradient (of both signs) at steps 1-3, then rows 0-3 wait
+        # until the end while rows 4-7 keep moving.
+        idx = np.arange(rows) if t <= 3 else np.array([4 + t % 4])
+        if t == steps:
+            idx = np.arange(4)
+        grad = mx.nd.sparse.row_sparse_array(
+            (rng.standard_normal((len(idx), cols)).astype("f"), idx), shape=(rows, cols))
+        lr = 0.01 * math.sqrt(1 - B2 ** t) / (1 - B1 ** t)
+        mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows), w_def)
+        state.update(w_def, grad, t, lr, 0.0, 1.0, clip)
+        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, **clip_kw)
+    state.flush()
+    for got, eager in zip([w_def, state.mean, state.var], [w_eager] + eager_state):
+        np.testing.assert_array_equal(got.asnumpy().view(np.int32),
+                                      eager.asnumpy().view(np.int32))
 
 
 def test_rows_read_stale_fail_the_update():
@@ -135,6 +164,7 @@ def test_op_rejects_bad_input():
 def test_history_grows_and_state_unregisters(monkeypatch):
     monkeypatch.setattr(deferred, "_INITIAL_HISTORY", 4)
     rows, cols = 30, 2
+    gc.collect()  # states of earlier tests unregister now, not during this test
     before = deferred.registered_count()
     w_def, w_eager = mx.nd.ones((rows, cols)), mx.nd.ones((rows, cols))
     eager_state = [mx.nd.zeros((rows, cols)) for _ in range(2)]

@@ -65,11 +65,13 @@ __global__ void catch_up_kernel(DeviceState<T> st, FixedScalars fixed,
       T* w = st.weight + offset;
       T* m = st.mean + offset;
       T* v = st.var + offset;
-      int nonzero = 0;
+      // The fixed-point shortcut's conditions (adam_deferred_kernels.h): +0
+      // state, finite weights, epsilon > 0.
+      int other = fixed.epsilon > 0.0f ? 0 : 1;
       for (int64_t j = threadIdx.x; j < st.cols; j += blockDim.x) {
-        nonzero |= (m[j] != T(0) || v[j] != T(0));
+        other |= !(is_positive_zero(m[j]) && is_positive_zero(v[j]) && w[j] - w[j] == T(0));
       }
-      bool zero = !__syncthreads_or(nonzero);
+      bool zero = !__syncthreads_or(other);
       for (int64_t s = start + 1; s <= step; ++s) {
         const StepRecord record = st.history[s];
         if (zero && record.wd == 0.0f) continue;  // a fixed point: the step changes nothing
@@ -101,7 +103,7 @@ __global__ void find_stale_row_kernel(DeviceState<T> st, const int64_t* __restri
     if (!bad) {
       const int64_t offset = row * st.cols;
       for (int64_t j = threadIdx.x; j < st.cols; j += blockDim.x) {
-        bad |= (st.mean[offset + j] != T(0) || st.var[offset + j] != T(0));
+        bad |= !(is_positive_zero(st.mean[offset + j]) && is_positive_zero(st.var[offset + j]));
       }
       for (int64_t s = last + 1 + threadIdx.x; s < step; s += blockDim.x) {
         bad |= st.history[s].wd != 0.0f;

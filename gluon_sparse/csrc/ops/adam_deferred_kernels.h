@@ -9,13 +9,19 @@
  * (adam_kernels.h's `decay_grad` and `apply`): the result is bitwise equal to
  * what the eager update would have left in memory.
  *
- * Shortcut: a row whose mean and var are all zero is a fixed point of a step
- * with wd == 0 (g = 0, so m = v = 0 and the weight moves by lr * 0 / eps = 0),
- * so such steps are skipped without changing a single bit.
+ * Shortcut: a row whose mean and var are all +0 is a fixed point of a step
+ * with wd == 0 when its weights are finite and epsilon > 0: g = w * 0 = +-0,
+ * m = b1 * (+0) + (1 - b1) * (+-0) = +0, v = +0 and w - (lr * +0) / eps = w.
+ * Such steps are skipped without changing a bit (signs of zeros included).
+ *
+ * There is no shortcut for rows whose mean "underflowed": at beta1 = 0.9 it
+ * never reaches zero. A mean of k <= 4 denormal units rounds 0.9 * k back to k,
+ * so it settles at +-5.6e-45 (float32) and every replayed step stays a full one.
  */
 #ifndef GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_KERNELS_H_
 #define GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_KERNELS_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "adam_kernels.h"
@@ -48,11 +54,30 @@ GS_HOST_DEVICE AdamScalars<T> step_scalars(const StepRecord& r, const FixedScala
   return make_scalars<T>(r.lr, f.beta1, f.beta2, f.epsilon, r.wd, 1.0f, r.clip_gradient);
 }
 
-/*! \brief Whether every element of the row's mean and var is zero. */
+/*! \brief Whether x is +0 (not -0), the only zero a fixed point may hold. */
+template <typename T>
+GS_HOST_DEVICE bool is_positive_zero(T x) {
+#if defined(__CUDA_ARCH__)
+  return x == T(0) && !signbit(x);
+#else
+  return x == T(0) && !std::signbit(x);
+#endif
+}
+
+/*! \brief Whether the row's mean and var are all +0 (the fixed point of steps with wd == 0). */
 template <typename T>
 GS_HOST_DEVICE bool state_is_zero(int64_t cols, const T* mean, const T* var) {
   for (int64_t j = 0; j < cols; ++j) {
-    if (mean[j] != T(0) || var[j] != T(0)) return false;
+    if (!is_positive_zero(mean[j]) || !is_positive_zero(var[j])) return false;
+  }
+  return true;
+}
+
+/*! \brief Whether every weight of the row is finite (w - w is 0 exactly for finite w). */
+template <typename T>
+inline bool weights_finite(int64_t cols, const T* weight) {
+  for (int64_t j = 0; j < cols; ++j) {
+    if (!(weight[j] - weight[j] == T(0))) return false;
   }
   return true;
 }
@@ -79,7 +104,9 @@ template <typename T>
 inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
                        T* __restrict__ var, const StepRecord* history, const FixedScalars& fixed,
                        int64_t from, int64_t to) {
-  bool zero = state_is_zero(cols, mean, var);
+  // The fixed point divides +0 by sqrt(0) + epsilon, which must be positive.
+  bool zero = fixed.epsilon > 0.0f && state_is_zero(cols, mean, var) &&
+              weights_finite(cols, weight);
   for (int64_t s = from + 1; s <= to; ++s) {
     const StepRecord& record = history[s];
     if (zero && record.wd == 0.0f) continue;  // a fixed point: the step changes nothing
