@@ -14,6 +14,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
+from . import deferred as deferred_adam
 
 __all__ = ["SparseAdam"]
 
@@ -71,6 +72,14 @@ class SparseAdam(mx.optimizer.Adam):
         into that range, where x86 arithmetic is tens of times slower; flushing
         keeps the update fast at the cost of bitwise equality with MXNet (the
         difference stays below 1e-30 of a weight).
+    deferred : bool, default False
+        Standard Adam at the cost of lazy Adam: weights with a row_sparse
+        gradient are updated only on the gradient's rows, the other rows catch
+        up (bitwise, replaying the steps they missed) when gluon-sparse's blocks
+        read them, and all of them before ``save_parameters``, ``export`` and
+        ``Trainer.save_states``. Call :meth:`flush` (or
+        ``gluon_sparse.optimizer.deferred.flush(trainer)``) before reading a
+        weight yourself. See :mod:`gluon_sparse.optimizer.deferred`.
     **kwargs
         Passed to :class:`mxnet.optimizer.Optimizer`: ``wd``, ``rescale_grad``,
         ``clip_gradient``, ``lr_scheduler``, ``multi_precision``, ``param_dict``, ...
@@ -86,10 +95,26 @@ class SparseAdam(mx.optimizer.Adam):
     """
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
-                 lazy_update=False, flush_denormals=False, **kwargs):
+                 lazy_update=False, flush_denormals=False, deferred=False, **kwargs):
         super().__init__(learning_rate=learning_rate, beta1=beta1, beta2=beta2,
                          epsilon=epsilon, lazy_update=lazy_update, **kwargs)
+        if deferred and (lazy_update or flush_denormals):
+            raise ValueError("deferred=True replays standard Adam exactly; it cannot be "
+                             "combined with lazy_update=True or flush_denormals=True")
         self.flush_denormals = flush_denormals
+        self.deferred = deferred
+
+    def create_state(self, index, weight):
+        """``(mean, var)``, or a deferred state for a row_sparse-gradient weight if ``deferred``."""
+        if self.deferred:
+            state = deferred_adam.create_state(self, index, weight)
+            if state is not None:
+                return state
+        return super().create_state(index, weight)
+
+    def flush(self):
+        """Bring every row this optimizer deferred up to date (no-op unless ``deferred``)."""
+        deferred_adam.flush(self)
 
     def _uses_operator(self, weight, grad):
         return (not self.lazy_update and grad.stype == "row_sparse"
@@ -112,6 +137,9 @@ class SparseAdam(mx.optimizer.Adam):
         state : tuple of NDArray
             ``(mean, var)`` from :meth:`create_state`.
         """
+        if isinstance(state, deferred_adam.DeferredAdamState):
+            deferred_adam.update(self, index, weight, grad, state)
+            return
         if not self._uses_operator(weight, grad):
             super().update(index, weight, grad, state)
             return
