@@ -20,20 +20,8 @@ RTOL, ATOL = 1e-4, 2e-5  # vs MXNet's adam_update (another operation order)
 B1, B2, EPS = 0.9, 0.999, 1e-8
 
 
-class _Deferred(SparseAdam):
-    def create_state(self, index, weight):
-        state = deferred.create_state(self, index, weight)
-        return state if state is not None else super().create_state(index, weight)
-
-    def update(self, index, weight, grad, state):
-        if isinstance(state, deferred.DeferredAdamState):
-            deferred.update(self, index, weight, grad, state)
-        else:
-            super().update(index, weight, grad, state)
-
-
 def _deferred_adam(**kwargs):
-    return _Deferred(**kwargs)
+    return SparseAdam(deferred=True, **kwargs)
 
 
 def _csr_of_rows(rows, num_cols):
@@ -267,6 +255,16 @@ def test_trainer_matches_eager(mode, wd, clip):
     deferred.flush(trainers[0])
     _assert_params_equal(*nets)
     assert deferred.state_bytes(trainers[0]) == IN_UNITS * 8 + 1024 * 12
+
+
+def test_optimizer_flush_and_argument_checks():
+    nets, trainers = _pair("hybrid_parent", wd=0.01)
+    for net, trainer in zip(nets, trainers):
+        _train(net, trainer, _batches(10))
+    trainers[0].optimizer.flush()
+    _assert_params_equal(*nets)
+    with pytest.raises(ValueError, match="lazy_update"):
+        SparseAdam(deferred=True, lazy_update=True)
 
 
 def test_evaluation_on_unseen_rows_sees_decayed_weights():

@@ -386,7 +386,11 @@ def update(optimizer, index, weight, grad, state):
     """
     if grad.stype != "row_sparse":
         raise TypeError("deferred Adam updates row_sparse gradients, got a %s gradient for "
-                        "weight %d" % (grad.stype, index))
+                        "weight %s" % (grad.stype, index))
+    if np.dtype(grad._aux_type(0)) != np.int64:
+        # The operator reads the row indices as int64, MXNet's default.
+        raise TypeError("deferred Adam needs int64 row indices, got %s for weight %s"
+                        % (np.dtype(grad._aux_type(0)), index))
     if (optimizer.beta1, optimizer.beta2, optimizer.epsilon) != (state.beta1, state.beta2,
                                                                    state.epsilon):
         raise ValueError("deferred Adam replays past steps with fixed beta1, beta2 and epsilon "
