@@ -27,6 +27,7 @@ Run: ``python benchmarks/bench_scale.py [--sizes 1e5,1e6,4e6,1e7]``
 """
 import argparse
 import gc
+import json
 import logging
 import os
 import sys
@@ -194,6 +195,13 @@ def time_first_layer(features, data, steps):
     return result
 
 
+def checkpoint(table):
+    """Write the rows so far to the table's JSON (a run at 10^7 features can be OOM-killed)."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    with open(os.path.join(RESULTS_DIR, table.name + ".json"), "w") as f:
+        json.dump({"meta": table.meta, "columns": table.columns, "rows": table.rows}, f, indent=1)
+
+
 def plot(table, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -239,6 +247,7 @@ def main(argv=None):
                 "MXNet sparse.dot fwd+bwd (ms)": round(mxnet_s * 1e3, 3),
                 "gluon_sparse_dot fwd+bwd (ms)": round(ours_s * 1e3, 3),
                 "speed-up": "%.1fx" % (mxnet_s / ours_s)})
+            checkpoint(layer_table)
         for name, first_layer, make_optimizer, eager_standard in candidates():
             if eager_standard and features > EAGER_STANDARD_MAX_FEATURES:
                 continue
@@ -262,6 +271,7 @@ def main(argv=None):
                       **{"speed-up vs MXNet lazy adam": "%.2fx" % (baseline[features] / seconds)
                          if features in baseline else "n/a",
                          "vs own smallest size": "%.2fx" % (seconds / smallest[name])})
+            checkpoint(table)
             logger.info("%d features, %s: %s per step", features, name, format_seconds(seconds))
     layer_table.save()
     table.save()
