@@ -105,3 +105,7 @@ def test_tutorials_are_rendered_with_their_outputs(html_dir):
         page = html_dir / "notebooks" / notebook.replace(".ipynb", ".html")
         html = page.read_text()
         assert "cell_output" in html, "%s was rendered without outputs" % notebook
+        with open(os.path.join(TUTORIALS, notebook)) as f:
+            has_plots = '"image/png"' in f.read()
+        if has_plots:
+            assert "<img" in html, "%s: its plots are missing from the page" % notebook
