@@ -63,7 +63,9 @@ def test_registered_and_defaults():
     assert isinstance(opt, SparseAdam)
     assert opt.lazy_update is False
     assert (opt.beta1, opt.beta2, opt.epsilon) == (0.9, 0.999, 1e-8)
-    assert gluon_sparse.optimizer.__all__ == ["SparseAdam"]
+    assert opt.deferred is False
+    assert gluon_sparse.optimizer.__all__ == ["SparseAdam", "flush", "deferred"]
+    assert gluon_sparse.optimizer.flush is gluon_sparse.optimizer.deferred.flush
 
 
 GRID = list(itertools.product(

@@ -365,3 +365,19 @@ def test_verbose_shows_progress_with_loss_and_validation_score(capsys):
                         random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "loss=" in err and "val_score=" in err and "epoch" in err
+
+
+def test_default_optimizer_is_deferred_standard_adam_and_pickle_sees_flushed_weights():
+    """'sparseadam' trains with exact deferred updates; pickling flushes them first."""
+    from gluon_sparse.optimizer import SparseAdam
+
+    rng = np.random.RandomState(0)
+    X = sp.random(60, 500, density=0.02, format="csr", random_state=rng, dtype=np.float64)
+    row_sums = np.asarray(X.sum(axis=1)).ravel()
+    y = (row_sums > np.median(row_sums)).astype(int)
+    model = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, batch_size=10,
+                                alpha=1e-3, random_state=0).fit(X, y)
+    optimizer = model._trainer.optimizer
+    assert isinstance(optimizer, SparseAdam) and optimizer.deferred
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict_proba(X), model.predict_proba(X))

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from ._context import available_context, parse_context
 from ..data import CSRDataset, SparseDataLoader
+from ..optimizer import flush as flush_deferred
 from ._data import is_libsvm_source, load_libsvm_source, padded_csr_batches
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,9 @@ def module_param_arrays(module):
     (``'0.weight'``, ...): they depend on the block's structure only, not on
     the global name counters, so a rebuilt block accepts them.
     """
-    return {name: param.data().asnumpy()
-            for name, param in module._collect_params_with_prefix().items()}
+    params = module._collect_params_with_prefix()
+    flush_deferred(params.values())  # rows whose Adam updates are still deferred
+    return {name: param.data().asnumpy() for name, param in params.items()}
 
 
 def set_module_params(module, arrays, ctx):
@@ -196,8 +198,12 @@ class BaseSparseNet(BaseEstimator):
             for name, param in module.collect_params().items():
                 if name.endswith("bias"):
                     param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
-            self._trainer = gluon.Trainer(module.collect_params(), optimizer,
-                                          {"learning_rate": self.learning_rate_init},
+            optimizer_params = {"learning_rate": self.learning_rate_init}
+            if optimizer == "sparseadam":
+                # Standard Adam at lazy-Adam cost: updates of rows absent from a
+                # batch are replayed exactly when the rows are next read.
+                optimizer_params["deferred"] = True
+            self._trainer = gluon.Trainer(module.collect_params(), optimizer, optimizer_params,
                                           kvstore=None)
         self._fit_stochastic(X, targets, sample_weight, incremental)
         return self
@@ -335,7 +341,9 @@ class BaseSparseNet(BaseEstimator):
         if not self.alpha:
             return 0.0
         squares = 0.0
-        for name, param in self._get_module().collect_params().items():
+        params = self._get_module().collect_params()
+        flush_deferred(params)
+        for name, param in params.items():
             if not name.endswith("bias"):
                 flat = param.data().reshape((-1,))
                 # A BLAS dot: 10x faster than nd.norm on a wide layer's weight,

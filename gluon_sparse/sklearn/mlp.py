@@ -99,7 +99,8 @@ _MLP_PARAMETERS_DOC = """
         Epochs without improvement before stopping.
     optimizer : str, default 'sparseadam'
         Name of a registered MXNet optimizer. 'sparseadam' is gluon-sparse's
-        standard (not lazy) Adam, fast on row_sparse gradients.
+        standard (not lazy) Adam, run with exact deferred updates
+        (``SparseAdam(deferred=True)``): a step costs what the batch's rows cost.
     ctx : str or mxnet.Context, default 'cpu'
         Device: 'cpu', 'gpu', 'gpu:N' or a context.
 """
