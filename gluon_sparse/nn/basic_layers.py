@@ -16,8 +16,6 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import HybridBlock, nn
 
-from .hooks import run_before_read
-
 from .. import _native
 
 __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
@@ -107,7 +105,6 @@ class _SparseInputBlock(HybridBlock):
                 # The products accept dense data but scan all of it, in the
                 # forward and again in the backward; one conversion keeps them O(nnz).
                 x = x.tostype("csr")
-            run_before_read(self, x)
         return super().forward(x, *args)
 
     def infer_shape(self, x, *args):

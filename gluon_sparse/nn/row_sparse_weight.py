@@ -44,10 +44,9 @@ class FullyConnectedSparseRowSparseWeight(Block):
     * ``in_units`` must be given: no deferred shape inference. Initialisation
       still materialises the full weight once on each device before the kvstore
       takes it over (MXNet's Parameter has no lazy row-wise initialiser);
-    * the before-read hooks of :mod:`gluon_sparse.nn.hooks` are not run: the
-      rows a batch reads come up to date from the kvstore, where the optimizer
-      runs, so an optimizer that defers row updates to read time on the worker
-      does not apply here.
+    * deferred Adam (``SparseAdam(deferred=True)``) does not apply: the rows a
+      batch reads come up to date from the kvstore, where the optimizer runs
+      (eagerly) on the servers.
 
     Parameters
     ----------
