@@ -126,6 +126,12 @@ def _run(cmd):
 class BuildNative(build_ext):
     """Compile :class:`NativeLibrary` extensions with the system compilers."""
 
+    def run(self):
+        # The in-place copy (editable installs, --inplace) needs the folder, which
+        # a fresh clone lacks: it holds nothing but build outputs, ignored by git.
+        os.makedirs(os.path.join(HERE, "gluon_sparse", "lib"), exist_ok=True)
+        super().run()
+
     def get_ext_filename(self, ext_name):
         # distutils passes either the dotted name or only its last component.
         if ext_name.split(".")[-1] in NATIVE_LIBRARY_NAMES:
