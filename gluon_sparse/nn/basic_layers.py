@@ -53,7 +53,7 @@ class _SparseInputBlock(HybridBlock):
 
     def _empty_output(self, x):
         """The output of a batch with no rows (MXNet cannot infer shapes with a 0 dim)."""
-        raise NotImplementedError  # pragma: no cover - defined by every subclass
+        return _empty_rows(self._output_units, x)
 
     def _check_grad_req(self):
         # lib_api does not tell an operator whether to write or add its output,
@@ -188,6 +188,7 @@ class FullyConnectedSparse(_SparseInputBlock):
             raise ValueError("weight_grad_stype must be 'row_sparse' or 'default', got %r"
                              % (weight_grad_stype,))
         self._units = units
+        self._output_units = units
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(in_units, units),
                                           init=weight_initializer, dtype=dtype,
@@ -198,9 +199,6 @@ class FullyConnectedSparse(_SparseInputBlock):
             else:
                 self.bias = None
             self.act = nn.Activation(activation, prefix=activation + "_") if activation else None
-
-    def _empty_output(self, x):
-        return _empty_rows(self._units, x)
 
     def hybrid_forward(self, F, x, weight, bias=None):
         if self.weight._grad_stype == "row_sparse":
@@ -266,6 +264,7 @@ class FactorizationMachine(_SparseInputBlock):
                  linear_initializer="zeros", bias_initializer="zeros", prefix=None, params=None):
         super().__init__(prefix=prefix, params=params)
         self._factor_size = factor_size
+        self._output_units = 1
         if factor_initializer is None:
             factor_initializer = mx.init.Normal(0.01)
         with self.name_scope():
@@ -277,9 +276,6 @@ class FactorizationMachine(_SparseInputBlock):
                                           grad_stype="row_sparse")
             self.bias = self.params.get("bias", shape=(1,), init=bias_initializer, dtype=dtype,
                                         allow_deferred_init=True)
-
-    def _empty_output(self, x):
-        return _empty_rows(1, x)
 
     def hybrid_forward(self, F, x, factor, linear, bias):
         self._check_grad_req()

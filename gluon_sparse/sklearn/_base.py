@@ -9,6 +9,7 @@ the convergence bookkeeping of scikit-learn's ``MLPClassifier``
 pickling of the fitted Gluon block as plain numpy arrays.
 """
 import logging
+from abc import ABCMeta, abstractmethod
 import warnings
 from numbers import Integral, Real
 
@@ -93,7 +94,7 @@ def expected_failed_checks(estimator):
             "check_sample_weight_equivalence_on_sparse_data": reason}
 
 
-class BaseSparseNet(BaseEstimator):
+class BaseSparseNet(BaseEstimator, metaclass=ABCMeta):
     """Base class of the estimators: fit loop, prediction and pickling.
 
     Not for direct use: see :class:`~gluon_sparse.sklearn.SparseMLPClassifier`
@@ -120,9 +121,9 @@ class BaseSparseNet(BaseEstimator):
     }
 
     # ------------------------------------------------------------------ hooks
+    @abstractmethod
     def _build_module(self, n_outputs):
         """Return a new, uninitialised Gluon block with ``n_outputs`` outputs."""
-        raise NotImplementedError  # pragma: no cover - every concrete estimator defines it
 
     def _initializer(self):
         """Initializer of the parameters that do not name their own."""
