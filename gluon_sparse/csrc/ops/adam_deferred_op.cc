@@ -49,6 +49,7 @@
 #include "adam_deferred_kernels.h"
 #include "adam_deferred_registry.h"
 #include "mxnet/lib_api.h"
+#include "row_index_errors.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_deferred_kernels_cuda.h"
 #endif
@@ -241,16 +242,6 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
   return true;
 }
 
-bool report_invalid_index(int64_t position, int64_t value, int64_t previous, int64_t num_rows) {
-  if (value < 0 || value >= num_rows) {
-    MX_ERROR_MSG << kUpdateName << ": grad row index " << value << " at position " << position
-                 << " is out of range for a weight of " << num_rows << " rows";
-  } else {
-    MX_ERROR_MSG << kUpdateName << ": grad row indices must be sorted and unique, but index "
-                 << value << " at position " << position << " follows " << previous;
-  }
-  return false;
-}
 
 bool report_stale_row(int64_t row, int64_t row_step, int64_t step) {
   if (row_step >= step || row_step < 0) {
@@ -347,7 +338,8 @@ MXReturnValue update_cpu(const Attrs& attrs, std::vector<MXTensor>* inputs,
   }
   const int64_t bad = ga::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    report_invalid_index(bad, a.indices[bad], bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
+    gluon_sparse::report_invalid_row_index(kUpdateName, bad, a.indices[bad],
+                                           bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
     return MX_FAIL;
   }
   const bool ok = a.dtype == kFloat64 ? update_cpu_typed<double>(p, a)
@@ -386,7 +378,10 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
     int64_t bad = a.nnz, value = 0, previous = 0;
     auto status = ga::cuda::find_invalid_index(a.indices, a.nnz, a.num_rows, workspace, stream,
                                                &bad, &value, &previous);
-    if (status.ok() && bad < a.nnz) return report_invalid_index(bad, value, previous, a.num_rows);
+    if (status.ok() && bad < a.nnz) {
+      gluon_sparse::report_invalid_row_index(kUpdateName, bad, value, previous, a.num_rows);
+      return false;
+    }
     int64_t row = -1, row_step = 0;
     if (status.ok() && p.catch_up) {
       status = gd::cuda::launch_catch_up<T>(state, {p.beta1, p.beta2, p.epsilon}, a.indices,

@@ -38,6 +38,7 @@
 
 #include "adam_kernels.h"
 #include "mxnet/lib_api.h"
+#include "row_index_errors.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_kernels_cuda.h"
 #endif
@@ -204,15 +205,6 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   return true;
 }
 
-void report_invalid_index(int64_t position, int64_t value, int64_t previous, int64_t num_rows) {
-  if (value < 0 || value >= num_rows) {
-    MX_ERROR_MSG << kOpName << ": grad row index " << value << " at position " << position
-                 << " is out of range for a weight of " << num_rows << " rows";
-  } else {
-    MX_ERROR_MSG << kOpName << ": grad row indices must be sorted and unique, but index "
-                 << value << " at position " << position << " follows " << previous;
-  }
-}
 
 /*!
  * \brief While alive, the calling thread flushes denormal results to zero and
@@ -310,7 +302,8 @@ MXReturnValue forward_cpu(const std::unordered_map<std::string, std::string>& at
   // Validate every index before any memory is touched.
   const int64_t bad = ga::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    report_invalid_index(bad, a.indices[bad], bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
+    gluon_sparse::report_invalid_row_index(kOpName, bad, a.indices[bad],
+                                           bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
     return MX_FAIL;
   }
   if (a.dtype == kFloat32) {
@@ -350,7 +343,7 @@ MXReturnValue forward_gpu(const std::unordered_map<std::string, std::string>& at
     }
   }
   if (bad < a.nnz) {
-    report_invalid_index(bad, value, previous, a.num_rows);
+    gluon_sparse::report_invalid_row_index(kOpName, bad, value, previous, a.num_rows);
     return MX_FAIL;
   }
   const auto status = a.dtype == kFloat32 ? launch_gpu<float>(p, a, stream)
