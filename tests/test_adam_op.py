@@ -220,6 +220,7 @@ _SANITIZER_DRIVER = r"""
 #include <cstdio>
 #include <vector>
 #include "adam_op.cc"
+#include "omp_threads.cc"
 
 static int run(std::vector<int64_t> idx, int64_t rows, int64_t cols, int64_t weight_rows_stored,
                bool sparse_weight) {

@@ -50,6 +50,7 @@
 #include "adam_deferred_registry.h"
 #include "mxnet/lib_api.h"
 #include "row_index_errors.h"
+#include "omp_threads.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_deferred_kernels_cuda.h"
 #endif
@@ -281,7 +282,8 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   const T* grad = static_cast<const T*>(a.grad);
   const bool clip = p.clip_gradient >= 0.0f;
   const gd::FixedScalars fixed{p.beta1, p.beta2, p.epsilon};
-#pragma omp parallel for schedule(static) if (a.nnz * a.cols >= kParallelWork)
+#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
+    schedule(static) if (a.nnz * a.cols >= kParallelWork)
   for (int64_t k = 0; k < a.nnz; ++k) {
     const int64_t row = a.indices[k];
     const int64_t offset = row * a.cols;
@@ -316,7 +318,8 @@ bool flush_cpu_typed(const Params& p, const Args& a, const gd::FixedScalars& fix
     }
   }
   // Dynamic scheduling: most rows are up to date (free), a few replay many steps.
-#pragma omp parallel for schedule(dynamic, 256) if (a.num_rows * a.cols >= kParallelWork)
+#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
+    schedule(dynamic, 256) if (a.num_rows * a.cols >= kParallelWork)
   for (int64_t row = 0; row < a.num_rows; ++row) {
     const int64_t row_step = a.last_step[row];
     if (row_step == p.step) continue;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "adam_deferred_kernels.h"
+#include "omp_threads.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_deferred_kernels_cuda.h"
 #endif
@@ -121,7 +122,8 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   for (int64_t row : rows) work += (step - e->last_step[row]) * cols;
   // Rows are distinct, so threads never share one; dynamic scheduling because
   // the rows' gaps (steps to replay) differ by orders of magnitude.
-#pragma omp parallel for schedule(dynamic, 4) if (work >= kParallelWork && count > 1)
+#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
+    schedule(dynamic, 4) if (work >= kParallelWork && count > 1)
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = rows[i];
     const int64_t offset = row * cols;

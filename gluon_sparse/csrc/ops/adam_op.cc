@@ -39,6 +39,7 @@
 #include "adam_kernels.h"
 #include "mxnet/lib_api.h"
 #include "row_index_errors.h"
+#include "omp_threads.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_kernels_cuda.h"
 #endif
@@ -272,7 +273,7 @@ void update_rows(const ga::AdamScalars<T>& s, const UpdateArgs& a, int64_t begin
 template <bool kClip, typename T>
 void update_cpu(const ga::AdamScalars<T>& s, const UpdateArgs& a, bool flush_denormals) {
   const bool parallel = a.num_rows * a.cols >= 2 * kMinElementsPerThread;
-#pragma omp parallel if (parallel)
+#pragma omp parallel num_threads(gluon_sparse::omp_threads()) if (parallel)
   {
     const FlushDenormals mode(flush_denormals);  // MXCSR is per thread
     const int64_t threads = omp_get_num_threads();

@@ -37,6 +37,7 @@
 #include "mxnet/lib_api.h"
 #include "adam_deferred_registry.h"
 #include "sparse_dot.h"
+#include "omp_threads.h"
 
 using namespace mxnet::ext;
 
@@ -113,7 +114,7 @@ void CompressDense(const T* dense, int64_t batch, int64_t in_units, std::vector<
 template <typename T>
 void ForwardCpu(const CsrView<T>& x, const T* weight, int64_t units, bool squared, T* out) {
   const bool parallel = x.nnz * units >= kParallelWork && x.batch > 1;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) schedule(static) if (parallel)
   for (int64_t r = 0; r < x.batch; ++r) {
     T* dst = out + r * units;
     std::fill(dst, dst + units, T(0));
@@ -169,7 +170,7 @@ void WeightGradCpu(const CsrView<T>& x, const T* ograd, const T* weight, int64_t
   }
   const int64_t num_rows = static_cast<int64_t>(starts.size()) - 1;
   const bool parallel = x.nnz * units >= kParallelWork && num_rows > 1;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) schedule(static) if (parallel)
   for (int64_t j = 0; j < num_rows; ++j) {
     const int64_t col = x.cols[order[starts[j]]];
     row_ids[j] = col;
