@@ -38,7 +38,10 @@ def build_info():
     Returns
     -------
     dict
-        ``{'mxnet_version': str, 'cuda': bool, 'path': str}``.
+        ``{'mxnet_version': str, 'cuda': bool, 'omp_threads': int, 'path': str}``;
+        ``omp_threads`` is the number of threads the CPU operators use
+        (``MXNET_OMP_MAX_THREADS``, else ``OMP_NUM_THREADS``, else every CPU
+        of the process's affinity mask).
     """
     if not os.path.exists(OPS_LIBRARY):
         raise _missing(OPS_LIBRARY)
@@ -47,6 +50,7 @@ def build_info():
     lib.gluon_sparse_build_mxnet_version.restype = ctypes.c_char_p
     return {"mxnet_version": lib.gluon_sparse_build_mxnet_version().decode(),
             "cuda": bool(lib.gluon_sparse_built_with_cuda()),
+            "omp_threads": int(lib.gluon_sparse_omp_threads()),
             "path": OPS_LIBRARY}
 
 

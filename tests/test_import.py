@@ -54,3 +54,20 @@ def test_operator_library_loads_into_mxnet():
     _native.load_ops()
     _native.load_ops()  # idempotent
     assert _native._ops_loaded
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"MXNET_OMP_MAX_THREADS": "3", "OMP_NUM_THREADS": "2"}, 3),
+    ({"OMP_NUM_THREADS": "5"}, 5),
+    ({}, None),  # every CPU of the affinity mask
+])
+def test_operators_choose_their_openmp_team(env, expected):
+    """MXNet gives its engine workers nprocs/2 threads on x86; the operators ask for their own."""
+    import os
+    import subprocess
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("MXNET_OMP_MAX_THREADS", "OMP_NUM_THREADS")}
+    code = "from gluon_sparse import _native; print(_native.build_info()['omp_threads'])"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(clean, **env), check=True,
+                         capture_output=True, text=True).stdout
+    assert int(out) == (len(os.sched_getaffinity(0)) if expected is None else expected)

@@ -35,3 +35,6 @@ int omp_threads() {
 }
 
 }  // namespace gluon_sparse
+
+/*! \brief The team size, for gluon_sparse._native.build_info(). */
+extern "C" int gluon_sparse_omp_threads() { return gluon_sparse::omp_threads(); }
