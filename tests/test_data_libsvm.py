@@ -287,3 +287,30 @@ def test_large_random_bytes_on_several_threads_never_crash(tmp_path):
             assert X.shape[0] == len(y) and X.has_sorted_indices
     X, y = load_libsvm(write(tmp_path, valid[:-7], "cut"), num_threads=4)
     assert X.shape[0] == 120000
+
+
+ZERO_BASED_TEXT = "1 0:1.5 3:2\n0 2:5\n"    # index 0 present: 'auto' keeps the indices
+ONE_BASED_TEXT = "1 1:1.5 4:2\n0 3:5\n"     # no index 0: 'auto' shifts them down by one
+
+
+@pytest.mark.parametrize("text, zero_based, expected", [
+    (ZERO_BASED_TEXT, "auto", True), (ONE_BASED_TEXT, "auto", False),
+    (ONE_BASED_TEXT, True, True), (ONE_BASED_TEXT, False, False), (ZERO_BASED_TEXT, True, True)])
+def test_return_zero_based_reports_the_base_used(tmp_path, text, zero_based, expected):
+    path = write(tmp_path, text)
+    X, y, resolved = load_libsvm(path, zero_based=zero_based, return_zero_based=True)
+    assert type(resolved) is bool and resolved is expected
+    # The base reported is the one sklearn applies when told it explicitly.
+    assert_same((X, y), load_svmlight_file(path, zero_based=resolved, dtype=np.float32))
+    assert len(load_libsvm(path, zero_based=zero_based)) == 2  # default: (X, y) only
+
+
+def test_return_zero_based_over_several_files_and_empty_ones(tmp_path):
+    one_based = write(tmp_path, ONE_BASED_TEXT, "a")
+    zero_based = write(tmp_path, ZERO_BASED_TEXT, "b")
+    empty = write(tmp_path, "", "c")
+    # scikit-learn's rule: one-based only if every file has a feature and none has index 0.
+    assert load_libsvm([one_based, one_based], return_zero_based=True)[2] is False
+    assert load_libsvm([one_based, zero_based], return_zero_based=True)[2] is True
+    assert load_libsvm([one_based, empty], return_zero_based=True)[2] is True
+    assert load_libsvm(HEART_SCALE, return_zero_based=True)[2] is False

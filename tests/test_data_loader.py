@@ -54,6 +54,22 @@ def test_libsvm_dataset_cache_is_keyed_by_size_and_mtime(tmp_path):
     assert len(third) == 3 and len(os.listdir(cache_dir)) == 2
 
 
+@pytest.mark.parametrize("text, zero_based, expected", [
+    ("1 0:1 3:2\n0 2:5\n", "auto", True), ("1 1:1 3:2\n0 2:5\n", "auto", False),
+    ("1 1:1 3:2\n0 2:5\n", True, True), ("1 1:1 3:2\n0 2:5\n", False, False)])
+def test_libsvm_dataset_zero_based_is_resolved_and_cached(tmp_path, text, zero_based, expected):
+    path = tmp_path / "train.libsvm"
+    path.write_text(text)
+    cache_dir = str(tmp_path / "cache")
+    parsed = LibSVMDataset(str(path), zero_based=zero_based, cache=cache_dir)
+    cached = LibSVMDataset(str(path), zero_based=zero_based, cache=cache_dir)
+    assert len(os.listdir(cache_dir)) == 1  # the second dataset was read from the cache
+    assert parsed.zero_based_ is expected and cached.zero_based_ is expected
+    X_ref, _ = load_svmlight_file(str(path), zero_based=expected, dtype=np.float32)
+    assert (cached.data != X_ref).nnz == 0 and cached.num_features == X_ref.shape[1]
+    assert LibSVMDataset(str(path), zero_based=zero_based).zero_based_ is expected  # no cache
+
+
 def test_csr_dataset_accepts_sparse_dense_and_checks_labels():
     dense = np.array([[0, 1.5, 0], [2, 0, 0]], dtype=np.float64)
     for data in [dense, sp.coo_matrix(dense), sp.csc_matrix(dense), mx.nd.array(dense).tostype("csr")]:

@@ -19,7 +19,9 @@ __all__ = ["default_cache_dir", "load_cached", "save_cached", "cache_key"]
 
 logger = logging.getLogger(__name__)
 
-_FORMAT_VERSION = 1
+# 2: meta.json records the resolved index base (zero_based); entries of
+# version 1 lack it and are re-parsed.
+_FORMAT_VERSION = 2
 _ARRAYS = ("data", "indices", "indptr", "label")
 
 
@@ -51,7 +53,8 @@ def cache_key(paths, options):
 
 
 def load_cached(key, cache_dir):
-    """Return ``(X, y)`` of a cache entry, or None when there is none (or it is unreadable)."""
+    """Return ``(X, y, zero_based)`` of a cache entry, or None when there is none (or it is
+    unreadable); ``zero_based`` is the index base the files were parsed with."""
     entry = os.path.join(cache_dir, key)
     if not os.path.isdir(entry):
         return None
@@ -62,15 +65,17 @@ def load_cached(key, cache_dir):
         X = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
                           shape=tuple(meta["shape"]), copy=False)
         X.has_sorted_indices = True
+        zero_based = bool(meta["zero_based"])
     except (OSError, ValueError, KeyError) as err:
         logger.warning("ignoring unreadable cache entry %s: %s", entry, err)
         return None
     logger.debug("loaded %s from cache %s", meta.get("sources"), entry)
-    return X, arrays["label"]
+    return X, arrays["label"], zero_based
 
 
-def save_cached(key, cache_dir, X, y, sources):
-    """Write ``(X, y)`` as entry ``key``; concurrent writers are safe (atomic rename)."""
+def save_cached(key, cache_dir, X, y, zero_based, sources):
+    """Write ``(X, y)`` parsed with index base ``zero_based`` as entry ``key``; concurrent
+    writers are safe (atomic rename)."""
     os.makedirs(cache_dir, exist_ok=True)
     entry = os.path.join(cache_dir, key)
     staging = tempfile.mkdtemp(prefix=key + ".tmp", dir=cache_dir)
@@ -78,7 +83,8 @@ def save_cached(key, cache_dir, X, y, sources):
         for name, array in zip(_ARRAYS, (X.data, X.indices, X.indptr, y)):
             np.save(os.path.join(staging, name + ".npy"), np.asarray(array))
         with open(os.path.join(staging, "meta.json"), "w") as f:
-            json.dump({"shape": list(X.shape), "sources": list(sources)}, f)
+            json.dump({"shape": list(X.shape), "zero_based": bool(zero_based),
+                       "sources": list(sources)}, f)
         os.rename(staging, entry)
     except OSError as err:
         # Another process may have written the same entry first; either way the

@@ -125,6 +125,10 @@ class LibSVMDataset(CSRDataset):
     label : numpy.ndarray
         float64 labels.
     num_features : int
+    zero_based_ : bool
+        The index base the files were read with: ``zero_based`` itself, or
+        what ``'auto'`` resolved to (True: indices taken as written, False:
+        shifted down by one). Read later files with this value.
 
     See Also
     --------
@@ -153,10 +157,10 @@ class LibSVMDataset(CSRDataset):
             loaded = _cache.load_cached(key, cache_dir)
         if loaded is None:
             loaded = load_libsvm(paths, num_features=num_features, zero_based=zero_based,
-                                 dtype=dtype, multilabel=multilabel)
+                                 dtype=dtype, multilabel=multilabel, return_zero_based=True)
             if use_cache:
                 _cache.save_cached(key, cache_dir, *loaded, sources=paths)
-        X, y = loaded
+        X, y, self.zero_based_ = loaded
         if multilabel:
             labels = np.empty(len(y), dtype=object)
             labels[:] = y

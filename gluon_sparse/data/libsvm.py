@@ -295,7 +295,7 @@ def _check_zero_based(zero_based):
 
 
 def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", multilabel=False,
-                *, allow_unsorted=True, num_threads=None):
+                *, allow_unsorted=True, num_threads=None, return_zero_based=False):
     """Load LibSVM / svmlight files into a CSR matrix and labels.
 
     The result equals ``sklearn.datasets.load_svmlight_file`` (or
@@ -325,6 +325,10 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
         Sort rows whose indices are not increasing (default) or raise.
     num_threads : int, optional
         Parser threads; default: the CPUs available to this process.
+    return_zero_based : bool
+        Also return the index base that was used, which is what ``'auto'``
+        resolved to. A model trained on these files must read later files
+        (test sets, which may lack the lowest feature) with the same base.
 
     Returns
     -------
@@ -332,6 +336,9 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
         Shape ``(num_rows, num_features)``, sorted indices, dtype ``dtype``.
     y : numpy.ndarray or list of tuple
         float64 labels of shape ``(num_rows,)``, or tuples for multilabel.
+    zero_based : bool
+        Only with ``return_zero_based=True``: True if the indices were taken
+        as they are (zero-based), False if they were shifted down by one.
 
     Raises
     ------
@@ -347,6 +354,9 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     >>> X, y = load_libsvm("heart_scale")  # doctest: +SKIP
     >>> X.shape
     (270, 13)
+    >>> X, y, zero_based = load_libsvm("heart_scale", return_zero_based=True)  # doctest: +SKIP
+    >>> zero_based  # heart_scale's indices start at 1
+    False
     """
     _check_zero_based(zero_based)
     if num_features is not None and (not isinstance(num_features, (int, np.integer)) or num_features < 1):
@@ -377,6 +387,8 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
         y = [t for c in chunks for t in c.multilabel_tuples()]
     else:
         y = chunks[0].labels if len(chunks) == 1 else np.concatenate([c.labels for c in chunks])
+    if return_zero_based:
+        return X, y, not one_based
     return X, y
 
 
