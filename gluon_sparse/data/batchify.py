@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from mxnet.base import _LIB, check_call
 
 from .. import _native
+from .ndarray_bytes import csr_from_parts, dense_from_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -19,10 +20,10 @@ __all__ = ["gather_rows", "array_to_ndarray", "csr_to_ndarray", "csr_parts_to_nd
 def array_to_ndarray(array, ctx=None):
     """Copy a numpy array into a dense NDArray, without an engine round trip.
 
-    ``mx.nd.array`` allocates and then copies synchronously (about 50 us per
-    batch label); wrapping a private copy with DLPack
-    (``from_numpy(zero_copy=True)``) costs a third of that, and nothing else
-    can write to the copy.
+    ``mx.nd.array`` allocates and then copies through MXNet's engine (about
+    50 us per batch label); this creates the array from bytes in the calling
+    thread (see :mod:`~gluon_sparse.data.ndarray_bytes`), or else wraps a
+    private copy with DLPack (``from_numpy(zero_copy=True)``).
 
     Parameters
     ----------
@@ -34,7 +35,9 @@ def array_to_ndarray(array, ctx=None):
     -------
     mxnet.nd.NDArray
     """
-    result = mx.nd.from_numpy(np.array(array, order="C", copy=True), zero_copy=True)
+    result = dense_from_numpy(array)
+    if result is None:
+        result = mx.nd.from_numpy(np.array(array, order="C", copy=True), zero_copy=True)
     if ctx is not None and ctx != result.context:
         result = result.as_in_context(ctx)
     return result
@@ -58,31 +61,45 @@ def csr_to_ndarray(matrix, dtype=None, ctx=None):
     Notes
     -----
     ``mx.nd.sparse.csr_matrix`` turns each of the three arrays into a dense
-    NDArray (allocate + synchronous copy) and then copies each into the CSR
-    array through MXNet's engine: six round trips, about 0.8 ms per batch,
-    more than slicing the batch. Here the values are copied straight into
-    the new array's storage and the two index arrays, wrapped without a copy
-    through DLPack, are copied with the C API call that ``csr_matrix`` ends
-    with (``MXNDArraySyncCopyFromNDArray``): two engine round trips, 4-8x
-    faster. All copies are synchronous, so no numpy memory is referenced
-    once this function returns. A non-CPU ``ctx`` is served by a copy of
-    the CPU array.
+    NDArray and copies each into the CSR array through MXNet's engine: six
+    round trips to its worker thread, about 0.8 ms per batch, more than
+    slicing the batch. Here the array is created from bytes in the calling
+    thread (:mod:`~gluon_sparse.data.ndarray_bytes`, about 5 us for 256 rows);
+    where MXNet refuses that (numpy shape semantics on), the values are copied
+    into the new array's storage directly and the two index arrays through
+    two engine round trips. No numpy memory is referenced once this function
+    returns. A non-CPU ``ctx`` is served by a copy of the CPU array.
     """
     return csr_parts_to_ndarray(matrix.data, matrix.indices, matrix.indptr, matrix.shape, dtype, ctx)
 
 
-def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None):
-    """Like :func:`csr_to_ndarray`, from the three CSR arrays (``indptr[0]`` must be 0)."""
+def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None, row_offset=0):
+    """Like :func:`csr_to_ndarray`, from the three CSR arrays.
+
+    ``indptr[0]`` must equal ``row_offset``, which is subtracted from every
+    row pointer (for rows sliced out of a larger matrix without a copy).
+    """
     dtype = np.dtype(dtype or values.dtype)
     ctx = ctx or mx.context.current_context()
     if ctx.device_type != "cpu":
-        return csr_parts_to_ndarray(values, indices, indptr, shape, dtype, mx.cpu()).as_in_context(ctx)
+        return csr_parts_to_ndarray(values, indices, indptr, shape, dtype, mx.cpu(),
+                                    row_offset).as_in_context(ctx)
+    result = csr_from_parts(values, indices, indptr, shape, dtype, row_offset)
+    if result is not None:
+        return result
+    return _csr_through_engine(values, indices, np.asarray(indptr) - row_offset if row_offset
+                               else indptr, shape, dtype)
+
+
+def _csr_through_engine(values, indices, indptr, shape, dtype):
+    """The CSRNDArray through MXNet's public API: two engine round trips."""
     values = np.ascontiguousarray(values, dtype=dtype)
     # views, so marking them read-only (from_numpy does) leaves the caller's arrays alone
     indptr = np.ascontiguousarray(indptr, dtype=np.int64).view()
     indices = np.ascontiguousarray(indices, dtype=np.int64).view()
     result = mx.nd.sparse.CSRNDArray(mx.nd.sparse._new_alloc_handle(
-        "csr", tuple(shape), ctx, False, dtype, [np.int64, np.int64], [indptr.shape, indices.shape]))
+        "csr", tuple(shape), mx.cpu(), False, dtype, [np.int64, np.int64],
+        [indptr.shape, indices.shape]))
     if values.size:
         # The values are written straight into the new array's storage, as
         # SyncCopyFromCPU does for dense arrays: nothing else can see the array
@@ -103,14 +120,14 @@ def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None):
 def csr_row_range_to_ndarray(matrix, start, stop, dtype=None, ctx=None):
     """Rows ``[start, stop)`` of a scipy CSR matrix as a ``CSRNDArray``.
 
-    Slices the three arrays directly: scipy's ``matrix[start:stop]`` costs
-    more than the conversion itself for a batch-sized range.
+    Slices the three arrays directly (views, copied once into the result):
+    scipy's ``matrix[start:stop]`` costs more than the conversion itself for
+    a batch-sized range.
     """
     first, last = int(matrix.indptr[start]), int(matrix.indptr[stop])
-    indptr = matrix.indptr[start:stop + 1].astype(np.int64)
-    indptr -= first
-    return csr_parts_to_ndarray(matrix.data[first:last], matrix.indices[first:last], indptr,
-                                (stop - start, matrix.shape[1]), dtype, ctx)
+    return csr_parts_to_ndarray(matrix.data[first:last], matrix.indices[first:last],
+                                matrix.indptr[start:stop + 1], (stop - start, matrix.shape[1]),
+                                dtype, ctx, row_offset=first)
 
 
 _gather_lib = None
