@@ -3,11 +3,16 @@
 ``gluon-sparse train [DATA ...] --model-dir DIR``
     Train a SparseMLP on LibSVM files (or, with no DATA, on the in-memory
     reference dataset), print per-epoch metrics on held-out data and a closing
-    summary, and write the model directory atomically.
+    summary, and write the model directory atomically. The index base the
+    training files were read with (``--zero-based``, 'auto' by default) is
+    saved with the model.
 ``gluon-sparse predict DATA --model-dir DIR --out FILE``
     One prediction a line.
 ``gluon-sparse evaluate DATA --model-dir DIR``
     Accuracy / AUC / log-loss (classification) or MSE / R^2 (regression).
+
+predict, evaluate and ``train --test`` read their file with the training
+files' index base, never with 'auto' afresh: column j means one feature.
 ``gluon-sparse launch ...``
     Start a distributed job (see :mod:`gluon_sparse.distributed.launcher`).
 
@@ -75,6 +80,13 @@ def _fraction(text):
     return value
 
 
+def _zero_based(text):
+    choices = {"auto": "auto", "true": True, "false": False}
+    if text.strip().lower() not in choices:
+        raise argparse.ArgumentTypeError("expected auto, true or false, got %r" % text)
+    return choices[text.strip().lower()]
+
+
 def _context(text):
     from .sklearn._context import parse_context
     try:
@@ -107,6 +119,10 @@ def build_parser():
     train.add_argument("--model-dir", required=True, help="directory to write the model to")
     train.add_argument("--test", metavar="DATA", help="LibSVM file to report metrics on each epoch "
                        "(default: a held-out share of the training data)")
+    train.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,true,false}",
+                       help="index base of the LibSVM files: 'auto' (default) takes them as "
+                            "one-based unless some file has feature 0, like scikit-learn; the "
+                            "base used is saved with the model for predict and evaluate")
     train.add_argument("--validation-fraction", type=_fraction, default=0.2,
                        help="share of the training data held out when --test is not given "
                             "(0: none; default 0.2)")
@@ -178,12 +194,24 @@ def _launch_unavailable(args):
 
 
 # ---------------------------------------------------------------- data
-def _load(paths, n_features=None):
+def _load(paths, n_features=None, zero_based="auto"):
+    """Read LibSVM files: ``(X, y, zero_based)``, the last the index base used."""
     from .data import load_libsvm
-    X, y = load_libsvm(paths if len(paths) > 1 else paths[0], num_features=n_features)
+    X, y, zero_based = load_libsvm(paths if len(paths) > 1 else paths[0], num_features=n_features,
+                                   zero_based=zero_based, return_zero_based=True)
     if X.shape[0] == 0:
         raise InputError("%s holds no samples" % ", ".join(map(str, paths)))
-    return X, np.asarray(y)
+    return X, np.asarray(y), zero_based
+
+
+def _load_for_model(path, model):
+    """Read a file for a trained model: its width, and the index base of its training files."""
+    # 'auto' alone decides per file: a zero-based training file without
+    # feature 0 reads as one-based, a test file with feature 0 as zero-based,
+    # and every column would be shifted by one against the model's.
+    X, y, _ = _load([path], n_features=model.n_features_in_,
+                    zero_based=getattr(model, "zero_based_", "auto"))
+    return X, y
 
 
 def _format_label(value):
@@ -247,18 +275,19 @@ def _train(args):
 
     setup_start = time.perf_counter()
     if args.data:
-        X, y = _load(args.data)
+        X, y, zero_based = _load(args.data, zero_based=args.zero_based)
         source = ", ".join(args.data)
     else:
         from .datasets import make_reference_dataset
         X, y = make_reference_dataset(random_state=args.seed)
+        zero_based = "auto"  # columns of a matrix: no file base to keep
         source = "reference dataset (generated in memory)"
     print("data: %s: %d samples x %d features, %d non-zeros (density %.2g)"
           % (source, X.shape[0], X.shape[1], X.nnz, X.nnz / max(1, X.shape[0] * X.shape[1])))
     classify = args.task == "classification"
     if args.test:
         X_train, y_train = X, y
-        X_test, y_test = _load([args.test], n_features=X.shape[1])
+        X_test, y_test, _ = _load([args.test], n_features=X.shape[1], zero_based=zero_based)
         held_out = args.test
     elif args.validation_fraction > 0:
         X_train, X_test, y_train, y_test = train_test_split(
@@ -303,6 +332,9 @@ def _train(args):
               % (len(epoch_times), float(np.mean(epoch_times)), epoch_times[0],
                  float(np.mean(epoch_times[1:])) if len(epoch_times) > 1 else epoch_times[0],
                  X_train.shape[0] * len(epoch_times) / sum(epoch_times), setup_seconds))
+    if zero_based != "auto":
+        # Saved with the model: predict and evaluate read their files with it.
+        model.zero_based_ = zero_based
     model.save(args.model_dir)
     print("model written to %s" % os.path.abspath(args.model_dir))
     return 0
@@ -320,7 +352,7 @@ def _load_model(model_dir):
 
 def _predict(args):
     model = _load_model(args.model_dir)
-    X, _ = _load([args.data], n_features=model.n_features_in_)
+    X, _ = _load_for_model(args.data, model)
     if args.proba:
         if not hasattr(model, "predict_proba"):
             raise InputError("--proba needs a classification model; %s holds a %s"
@@ -337,7 +369,7 @@ def _predict(args):
 
 def _evaluate(args):
     model = _load_model(args.model_dir)
-    X, y = _load([args.data], n_features=model.n_features_in_)
+    X, y = _load_for_model(args.data, model)
     metrics = _metrics(model, X, y)
     print("%s: %d samples  %s" % (args.data, X.shape[0], _format_metrics(metrics)))
     return 0

@@ -148,3 +148,64 @@ def test_launch_delegates_to_the_launcher(monkeypatch):
     monkeypatch.setattr(launcher, "run", run)
     assert cli.main(["launch", "-n", "2", "-s", "1", "--", "python", "train.py"]) == 7
     assert seen["num_workers"] == 2 and seen["command"][-2:] == ["python", "train.py"]
+
+
+def _write_index_base_files(directory):
+    """The failing case of the index-base bug: a zero-based training file that never uses
+    feature 0, and test files with and without feature 0 (within the model's 5 columns)."""
+    from sklearn.datasets import dump_svmlight_file
+    rng = np.random.RandomState(0)
+    X = rng.rand(80, 6) * (rng.rand(80, 6) < 0.5)
+    X[:, 0] = 0  # feature 0 never occurs: 'auto' takes the file as one-based
+    y = (X[:, 1] + X[:, 2] > X[:, 3] + X[:, 4]).astype(int)
+    dump_svmlight_file(X, y, str(directory / "train.svm"), zero_based=True)
+    with_zero = X[:20, 1:].copy()  # columns 0..4: valid zero-based indices for 5 features
+    with_zero[:, 0] += 1  # feature 0 occurs in every row
+    dump_svmlight_file(with_zero, y[:20], str(directory / "test_with_0.svm"), zero_based=True)
+    dump_svmlight_file(X[:20], y[:20], str(directory / "test_without_0.svm"), zero_based=True)
+    return directory / "train.svm"
+
+
+def test_predict_and_evaluate_read_files_with_the_training_index_base(tmp_path, capsys):
+    train = _write_index_base_files(tmp_path)
+    model_dir = tmp_path / "model"
+    assert cli.main(["train", str(train), "--model-dir", str(model_dir)] + FAST) == 0
+    model = load(model_dir)
+    assert model.n_features_in_ == 5 and model.zero_based_ is False  # read as one-based
+    capsys.readouterr()
+    # 'auto' alone would read this file as zero-based: every column shifted by one,
+    # silently. Read one-based like the training file, its feature 0 is an error.
+    for command in (["evaluate", str(tmp_path / "test_with_0.svm")],
+                    ["predict", str(tmp_path / "test_with_0.svm"), "--out",
+                     str(tmp_path / "p.txt")]):
+        assert cli.main(command + ["--model-dir", str(model_dir)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "test_with_0.svm, line 1" in err and "index 0" in err and "\n" not in err
+    assert cli.main(["train", str(train), "--model-dir", str(tmp_path / "m2"), "--test",
+                     str(tmp_path / "test_with_0.svm")] + FAST) == 2
+    assert "test_with_0.svm, line 1" in capsys.readouterr().err
+    # A test file without feature 0 is read like the training file: aligned columns.
+    out_file = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(tmp_path / "test_without_0.svm"), "--model-dir",
+                     str(model_dir), "--out", str(out_file)]) == 0
+    X_test, _ = load_svmlight_file(str(tmp_path / "test_without_0.svm"), zero_based=False,
+                                   n_features=5)
+    np.testing.assert_array_equal(np.loadtxt(out_file), model.predict(X_test))
+
+
+def test_zero_based_flag_is_saved_and_used_at_predict_time(tmp_path, capsys):
+    train = _write_index_base_files(tmp_path)
+    model_dir = tmp_path / "model"
+    assert cli.main(["train", str(train), "--model-dir", str(model_dir), "--zero-based", "true",
+                     "--test", str(tmp_path / "test_with_0.svm")] + FAST) == 0
+    model = load(model_dir)
+    assert model.n_features_in_ == 6 and model.zero_based_ is True
+    for name in ("test_with_0.svm", "test_without_0.svm"):
+        out_file = tmp_path / (name + ".pred")
+        assert cli.main(["predict", str(tmp_path / name), "--model-dir", str(model_dir),
+                         "--out", str(out_file)]) == 0
+        X_test, _ = load_svmlight_file(str(tmp_path / name), zero_based=True, n_features=6)
+        np.testing.assert_array_equal(np.loadtxt(out_file), model.predict(X_test))
+    capsys.readouterr()
+    assert cli.main(["train", str(train), "--model-dir", "m", "--zero-based", "maybe"]) == 2
+    assert "--zero-based" in capsys.readouterr().err

@@ -381,3 +381,94 @@ def test_default_optimizer_is_deferred_standard_adam_and_pickle_sees_flushed_wei
     assert isinstance(optimizer, SparseAdam) and optimizer.deferred
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.predict_proba(X), model.predict_proba(X))
+
+
+def test_libsvm_paths_at_predict_time_use_the_training_index_base(tmp_path):
+    # The failing case: a zero-based training file that never uses feature 0 is
+    # read as one-based by 'auto'; a test file that uses feature 0 would be read
+    # as zero-based, its columns silently shifted against the model's.
+    from sklearn.datasets import dump_svmlight_file
+    rng = np.random.RandomState(0)
+    X = rng.rand(60, 6) * (rng.rand(60, 6) < 0.5)
+    X[:, 0] = 0
+    y = (X[:, 1] > X[:, 2]).astype(int)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=True)
+    with_zero = X[:10, 1:].copy()
+    with_zero[:, 0] += 1
+    dump_svmlight_file(with_zero, y[:10], str(tmp_path / "with_0.svm"), zero_based=True)
+    dump_svmlight_file(X[:10], y[:10], str(tmp_path / "without_0.svm"), zero_based=True)
+    clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, random_state=0)
+    clf.fit(str(tmp_path / "train.svm"))
+    assert clf.zero_based_ is False and clf.n_features_in_ == 5
+    with pytest.raises(ValueError, match=r"with_0\.svm, line 1.*index 0"):
+        clf.predict(str(tmp_path / "with_0.svm"))
+    with pytest.raises(ValueError, match="zero_based=False"):
+        clf.predict(LibSVMDataset(str(tmp_path / "with_0.svm")))  # 'auto' chose zero-based
+    aligned, _ = load_svmlight_file(str(tmp_path / "without_0.svm"), zero_based=False,
+                                    n_features=5)
+    expected = clf.predict_proba(aligned)
+    np.testing.assert_array_equal(clf.predict_proba(str(tmp_path / "without_0.svm")), expected)
+    # The base survives save/load and pickling, and a fit on a matrix forgets it.
+    clf.save(tmp_path / "model")
+    for copy in (load(tmp_path / "model"), pickle.loads(pickle.dumps(clf))):
+        assert copy.zero_based_ is False
+        np.testing.assert_array_equal(copy.predict_proba(str(tmp_path / "without_0.svm")),
+                                      expected)
+    assert not hasattr(clone(clf).fit(aligned, y[:10]), "zero_based_")
+    assert not hasattr(clf.fit(aligned, y[:10]), "zero_based_")
+
+
+def test_mlp_initialisation_is_mlpclassifiers_glorot_uniform():
+    # Weights and biases of each layer uniform in +-sqrt(6 / (fan_in + fan_out))
+    # (2 for the logistic activation), as MLPClassifier._init_coef. A learning
+    # rate of 1e-30 leaves the initial values in place.
+    from scipy import stats
+    X = sp.random(50, 4000, density=0.01, format="csr", random_state=0, dtype=np.float32)
+    y = np.arange(50) % 3
+    for activation, factor in (("relu", 6.0), ("logistic", 2.0)):
+        clf = SparseMLPClassifier(hidden_layer_sizes=(64, 16), activation=activation,
+                                  learning_rate_init=1e-30, alpha=0, max_iter=1,
+                                  random_state=0).fit(X, y)
+        for layer, (fan_in, fan_out) in zip(clf.module_, [(4000, 64), (64, 16), (16, 3)]):
+            bound = np.sqrt(factor / (fan_in + fan_out))
+            for values in (layer.weight.data().asnumpy(), layer.bias.data().asnumpy()):
+                assert np.abs(values).max() <= bound
+                if values.size > 1000:
+                    assert stats.kstest(values.ravel(), stats.uniform(-bound, 2 * bound).cdf
+                                        ).pvalue > 1e-3
+        reference = MLPClassifier(hidden_layer_sizes=(64, 16), activation=activation,
+                                  max_iter=1, learning_rate_init=1e-30, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference.fit(X, y)
+        assert np.abs(reference.coefs_[0]).max() <= np.sqrt(factor / 4064)
+        assert clf.module_[0].weight.shape == reference.coefs_[0].shape
+
+
+def test_loss_is_mlpclassifiers_mean_loss_plus_per_step_l2_term():
+    # With a vanishing learning rate the weights stay put, and MLPClassifier's
+    # epoch loss is exact: mean log-loss plus 0.5 * alpha * ||W||^2 / batch size
+    # for each batch, weighted by the batch's share of the samples.
+    X = sp.random(250, 300, density=0.05, format="csr", random_state=1, dtype=np.float32)
+    y = np.arange(250) % 2
+    alpha, batch = 0.5, 100  # three batches: 100, 100, 50
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=alpha, batch_size=batch,
+                              learning_rate_init=1e-30, max_iter=1, random_state=0).fit(X, y)
+    logit = numpy_forward(clf, X.toarray().astype(np.float64))[:, 0]
+    data_loss = np.mean(np.logaddexp(0, logit) - y * logit)
+    squares = sum(float((layer.weight.data().asnumpy().astype(np.float64) ** 2).sum())
+                  for layer in clf.module_)
+    expected = data_loss + 0.5 * alpha * squares * 3 / 250
+    assert clf.loss_ == pytest.approx(expected, rel=1e-5)
+    assert clf.loss_curve_ == [clf.loss_]
+    # The same formula reproduces MLPClassifier's own loss_ from its weights.
+    reference = MLPClassifier(hidden_layer_sizes=(8,), alpha=alpha, batch_size=batch,
+                              learning_rate_init=1e-30, max_iter=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference.fit(X.astype(np.float64), y)
+    hidden = np.maximum(X @ reference.coefs_[0] + reference.intercepts_[0], 0)
+    logit = (hidden @ reference.coefs_[1] + reference.intercepts_[1])[:, 0]
+    squares = sum(float((coef ** 2).sum()) for coef in reference.coefs_)
+    assert reference.loss_ == pytest.approx(
+        np.mean(np.logaddexp(0, logit) - y * logit) + 0.5 * alpha * squares * 3 / 250, rel=1e-9)

@@ -27,8 +27,8 @@ def is_libsvm_source(X):
     return isinstance(X, (str, bytes, os.PathLike, LibSVMDataset))
 
 
-def load_libsvm_source(X, n_features=None):
-    """Read a LibSVM path or LibSVMDataset into ``(scipy CSR float32, labels)``.
+def load_libsvm_source(X, n_features=None, zero_based="auto"):
+    """Read a LibSVM path or LibSVMDataset into ``(scipy CSR float32, labels, zero_based)``.
 
     Parameters
     ----------
@@ -37,23 +37,38 @@ def load_libsvm_source(X, n_features=None):
     n_features : int, optional
         Width of the fitted model: narrower data is widened to it, an index
         past it is an error naming the file and line.
+    zero_based : bool or 'auto'
+        Index base of the file. A fitted model passes the base its training
+        files resolved to: 'auto' decides per file, so a zero-based training
+        file without feature 0 (read as one-based) and a test file with it
+        would otherwise be read with different bases, their columns silently
+        shifted against each other. A LibSVMDataset read with another base is
+        an error.
 
     Returns
     -------
     X : scipy.sparse.csr_matrix of float32
     y : numpy.ndarray
+    zero_based : bool
+        The base the indices were read with.
     """
     if isinstance(X, LibSVMDataset):
-        data, label = X.data, X.label
+        data, label, resolved = X.data, X.label, X.zero_based_
+        if zero_based != "auto" and resolved != zero_based:
+            raise ValueError("the LibSVMDataset of %s was read with zero_based=%s, but the model "
+                             "was fitted on files read with zero_based=%s: create it with "
+                             "LibSVMDataset(..., zero_based=%s)"
+                             % (X.paths, resolved, zero_based, zero_based))
         if n_features is not None and data.shape[1] > n_features:
             raise ValueError("the LibSVMDataset of %s has %d features, but the model was fitted "
                              "with %d features" % (X.paths, data.shape[1], n_features))
     else:
-        data, label = load_libsvm(os.fsdecode(X), num_features=n_features)
+        data, label, resolved = load_libsvm(os.fsdecode(X), num_features=n_features,
+                                            zero_based=zero_based, return_zero_based=True)
     if n_features is not None and data.shape[1] < n_features:
         data = sp.csr_matrix((data.data, data.indices, data.indptr),
                              shape=(data.shape[0], n_features))
-    return sp.csr_matrix(data, dtype=np.float32), np.asarray(label)
+    return sp.csr_matrix(data, dtype=np.float32), np.asarray(label), bool(resolved)
 
 
 def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):

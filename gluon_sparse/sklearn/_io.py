@@ -36,9 +36,9 @@ META_FILE = "estimator.json"
 FORMAT = "gluon-sparse-estimator"
 FORMAT_VERSION = 1
 
-# Fitted attributes stored verbatim in the JSON (all numbers or lists of numbers).
+# Fitted attributes stored verbatim in the JSON (numbers, booleans or lists of numbers).
 _FITTED_NUMBERS = ("n_features_in_", "n_outputs_", "n_iter_", "t_", "loss_", "loss_curve_",
-                   "best_loss_", "validation_scores_", "best_validation_score_")
+                   "best_loss_", "validation_scores_", "best_validation_score_", "zero_based_")
 
 
 def _estimator_classes():

@@ -7,12 +7,13 @@ number of features. The layers after it are ordinary ``gluon.nn.Dense``.
 """
 from numbers import Integral
 
-import mxnet as mx
+import numpy as np
 from mxnet import gluon
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..nn import FullyConnectedSparse
-from ._base import BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin
+from ._base import (BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin,
+                    initialize_param)
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor"]
 
@@ -37,11 +38,23 @@ class _BaseSparseMLP(BaseSparseNet):
                              % (self.hidden_layer_sizes,))
         return [int(size) for size in sizes]
 
-    def _initializer(self):
-        # Glorot uniform with MLPClassifier's gains: sqrt(6 / (fan_in + fan_out)),
-        # sqrt(2 / ...) for the logistic activation.
-        magnitude = 1 if self.activation == "logistic" else 3
-        return mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=magnitude)
+    def _initialize_module(self, module, seed):
+        # MLPClassifier's initialisation (Glorot & Bengio, 2010): every weight
+        # and bias of a layer uniform in +-sqrt(factor / (fan_in + fan_out)),
+        # factor 2 for the logistic activation and 6 otherwise. Drawn in
+        # float32 by numpy's Generator: for the wide first layer several times
+        # faster than MXNet's single-threaded uniform initializer (or
+        # MLPClassifier's float64 RandomState), and the same numbers on any ctx.
+        rng = np.random.default_rng(seed)
+        factor = 2.0 if self.activation == "logistic" else 6.0
+        for layer in module:
+            # Both layouts, (in, out) and Dense's (out, in), sum to fan_in + fan_out.
+            bound = np.sqrt(factor / sum(layer.weight.shape))
+            for param in (layer.weight, layer.bias):
+                values = rng.random(param.shape, dtype=np.float32)
+                values *= np.float32(2 * bound)
+                values -= np.float32(bound)
+                initialize_param(param, values, self._ctx)
 
     def _build_module(self, n_outputs):
         act = _ACTIVATIONS[self.activation]
