@@ -113,3 +113,62 @@ def test_close_is_idempotent_and_stops_iteration():
     items.close()
     assert list(items) == []
     assert wait_for_no_prefetch_threads() == []
+
+
+def test_producer_stays_within_depth():
+    produced = []
+
+    def source():
+        for i in range(50):
+            produced.append(i)
+            yield i
+
+    with Prefetcher(source(), depth=3) as items:
+        for expected in range(10):
+            time.sleep(0.005)  # time for the producer to run as far ahead as it may
+            # items handed out + buffered + the one being built when the buffer filled
+            assert len(produced) <= expected + 3 + 1
+            assert next(items) == expected
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_slow_producer_wakes_a_waiting_consumer():
+    def slow():
+        for i in range(5):
+            time.sleep(0.02)
+            yield i
+
+    with Prefetcher(slow(), depth=2) as items:
+        assert list(items) == list(range(5))  # the consumer waited for every item
+    assert wait_for_no_prefetch_threads() == []
+
+
+class Tracked:
+    """Records the thread that frees it."""
+    freed_in = []
+
+    def __del__(self):
+        Tracked.freed_in.append(threading.current_thread().name)
+
+
+def test_consumed_items_are_freed_by_the_producer_thread():
+    Tracked.freed_in.clear()
+    with Prefetcher((Tracked() for _ in range(40)), depth=2, name="producer") as items:
+        for item in items:
+            time.sleep(0.002)  # let the producer run between items
+    del item
+    freed_by_producer = Tracked.freed_in.count("producer")
+    assert len(Tracked.freed_in) == 40
+    assert freed_by_producer >= 30  # all but the last few, which close() releases
+
+
+def test_producer_finishing_an_epoch_prepares_the_next_shuffle():
+    data = loader(rows=200, shuffle=True, seed=3, prefetch=2)
+    sampler = data._batch_sampler._sampler
+    first = [label.asnumpy().tolist() for _, label in data]
+    assert sampler._prepared[0] == 1  # computed in the background at the end of epoch 0
+    second = [label.asnumpy().tolist() for _, label in data]
+    fresh = loader(rows=200, shuffle=True, seed=3, prefetch=0)
+    assert [label.asnumpy().tolist() for _, label in fresh] == first
+    assert [label.asnumpy().tolist() for _, label in fresh] == second
+    assert first != second
