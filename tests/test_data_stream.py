@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gluon_sparse.data import LibSVMStream, load_libsvm
+from gluon_sparse.data import CSRDataset, LibSVMStream, SparseDataLoader, load_libsvm
 
 NUM_FEATURES = 50000
 
@@ -121,3 +121,69 @@ def test_invalid_arguments():
         LibSVMStream("x", batch_size=2, num_features=3, last_batch="rollover")
     with pytest.raises(FileNotFoundError):
         list(LibSVMStream("/nonexistent/file.libsvm", batch_size=2, num_features=3))
+
+
+@pytest.mark.parametrize("num_parts", [2, 3, 7])
+def test_parts_are_the_loaders_even_line_strided_shares(libsvm_file, num_parts):
+    # Two files, so the stride continues across the file boundary (12000 + 12000 rows).
+    paths = [libsvm_file, libsvm_file]
+    X, y = load_libsvm(paths, num_features=NUM_FEATURES, zero_based=False)
+    total = X.shape[0]
+    shares = []
+    for part in range(num_parts):
+        stream = LibSVMStream(paths, batch_size=100, num_features=NUM_FEATURES, chunk_bytes=70000,
+                              num_parts=num_parts, part_index=part)
+        data, rows = read_all(stream)
+        expected = np.arange(part, total // num_parts * num_parts, num_parts)
+        np.testing.assert_array_equal(rows, y[expected])
+        assert (data != X[expected]).nnz == 0
+        loader = SparseDataLoader(CSRDataset(X, y), batch_size=100, num_parts=num_parts,
+                                  part_index=part, prefetch=0)
+        np.testing.assert_array_equal(np.concatenate([l.asnumpy() for _, l in loader]), rows)
+        shares.append(expected)
+    assert len({len(share) for share in shares}) == 1  # exactly even
+    assert sum(len(share) for share in shares) == total - total % num_parts
+
+
+def test_shuffled_parts_cover_the_share_and_have_equal_batch_counts(libsvm_file):
+    X, y = load_libsvm(libsvm_file, num_features=NUM_FEATURES, zero_based=False)
+    counts = []
+    for part in range(5):  # 12000 rows: 2400 each, 9 full batches of 256 and one of 96
+        stream = LibSVMStream(libsvm_file, batch_size=256, num_features=NUM_FEATURES,
+                              chunk_bytes=50000, shuffle_buffer=1000, seed=1, num_parts=5,
+                              part_index=part, last_batch="discard")
+        batches = [label.asnumpy().astype(np.int64) for _, label in stream]
+        counts.append(len(batches))
+        rows = np.concatenate(batches)
+        assert set(rows.tolist()) <= set(np.arange(part, 12000, 5).tolist())
+        assert len(rows) == len(set(rows.tolist())) == 9 * 256
+    assert counts == [9] * 5
+
+
+def test_more_parts_than_rows(tmp_path):
+    path = tmp_path / "three.libsvm"
+    path.write_text("0 1:1\n1 2:1\n2 3:1\n")
+    for part in range(4):
+        stream = LibSVMStream(str(path), batch_size=2, num_features=5, num_parts=4, part_index=part)
+        assert list(stream) == []  # 3 // 4 == 0 rows each
+    rows = [read_all(LibSVMStream(str(path), batch_size=2, num_features=5, num_parts=3,
+                                  part_index=part))[1].tolist() for part in range(3)]
+    assert rows == [[0], [1], [2]]
+
+
+def test_invalid_partition():
+    with pytest.raises(ValueError, match="0 <= part_index < num_parts"):
+        LibSVMStream("x", batch_size=2, num_features=3, num_parts=2, part_index=2)
+    with pytest.raises(ValueError, match="num_parts >= 1"):
+        LibSVMStream("x", batch_size=2, num_features=3, num_parts=0)
+
+
+@pytest.mark.parametrize("last_batch", ["keep", "discard"])
+def test_batches_are_full_across_chunk_and_file_boundaries(libsvm_file, last_batch):
+    # 24000 rows in chunks of ~60 rows: most batches join rows of two or more chunks.
+    stream = LibSVMStream([libsvm_file, libsvm_file], batch_size=97, num_features=NUM_FEATURES,
+                          chunk_bytes=6000, last_batch=last_batch, prefetch=0)
+    sizes = [data.shape[0] for data, _ in stream]
+    assert sizes[:-1] == [97] * (len(sizes) - 1)
+    assert sizes[-1] == (24000 % 97 if last_batch == "keep" else 97)
+    assert sum(sizes) == (24000 if last_batch == "keep" else 24000 - 24000 % 97)

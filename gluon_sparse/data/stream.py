@@ -34,6 +34,18 @@ class LibSVMStream:
     mix with the next chunk: rows are shuffled within a window of about
     ``shuffle_buffer`` rows plus one chunk, not across the whole file.
 
+    With ``num_parts > 1`` each distributed worker gets an exactly even,
+    line-strided share, the same rows as :class:`SparseDataLoader` gives it
+    over the whole file: worker ``k`` of ``P`` takes data rows ``k, k + P,
+    k + 2P, ...`` (counted across all files, comment and blank lines
+    skipped), truncated to ``N // P`` rows for ``N`` rows in all, so every
+    worker has the same number of rows and batches, which synchronous
+    training needs. The price of that evenness: every worker reads and parses
+    the whole input (byte-range splits, as ``mx.io.LibSVMIter`` makes, would
+    read ``1/P`` each but give workers different row counts, and cannot split
+    compressed files). To read less per worker, give each worker its own
+    files instead.
+
     Memory is bounded independently of the file size: at most one chunk of
     text (``chunk_bytes`` plus the longest line, held twice while the tail of
     the previous chunk is joined), the parsed rows of one chunk plus
@@ -63,6 +75,10 @@ class LibSVMStream:
         Seed of the shuffles; epoch ``e`` uses ``(seed, e)``.
     prefetch : int
         Batches read and built ahead in a background thread (0: none).
+    num_parts : int
+        Number of distributed workers sharing the files.
+    part_index : int
+        This worker, in ``[0, num_parts)``.
 
     Examples
     --------
@@ -74,7 +90,7 @@ class LibSVMStream:
 
     def __init__(self, path_or_paths, batch_size, num_features, chunk_bytes=16 << 20,
                  shuffle_buffer=0, zero_based=False, dtype="float32", last_batch="keep",
-                 seed=None, prefetch=2):
+                 seed=None, prefetch=2, num_parts=1, part_index=0):
         if zero_based not in (True, False):
             raise ValueError("LibSVMStream needs zero_based=True or False (got %r): 'auto' "
                              "would need to read the whole file first" % (zero_based,))
@@ -82,6 +98,9 @@ class LibSVMStream:
             raise ValueError("need batch_size >= 1, num_features >= 1, chunk_bytes >= 1 and "
                              "shuffle_buffer >= 0; got %d, %d, %d, %d"
                              % (batch_size, num_features, chunk_bytes, shuffle_buffer))
+        if num_parts < 1 or not 0 <= part_index < num_parts:
+            raise ValueError("need num_parts >= 1 and 0 <= part_index < num_parts, got num_parts=%d, "
+                             "part_index=%d" % (num_parts, part_index))
         if last_batch not in ("keep", "discard"):
             raise ValueError("last_batch must be 'keep' or 'discard', got %r" % (last_batch,))
         check_batch_size(batch_size, num_features)
@@ -95,6 +114,8 @@ class LibSVMStream:
         self.last_batch = last_batch
         self.seed = int(np.random.SeedSequence().entropy % 2 ** 63) if seed is None else int(seed)
         self.prefetch = prefetch
+        self.num_parts = int(num_parts)
+        self.part_index = int(part_index)
         self.epoch = 0
 
     def _chunks(self, path):
@@ -147,32 +168,80 @@ class LibSVMStream:
                          % (path, row_line_number(text, row, lines_before),
                             int(chunk.indices[position]) + shift, self.num_features))
 
+    def _share(self):
+        """Yield ``(matrix, label)`` pieces of this worker's rows, in file order."""
+        parts = self.num_parts
+        if parts == 1:
+            for path in self.paths:
+                yield from self._chunks(path)
+            return
+        seen = 0  # data rows before the current chunk, across files
+        taken = 0
+        held = None  # this worker's latest row, kept until the total is known
+        for path in self.paths:
+            for matrix, label in self._chunks(path):
+                first = (self.part_index - seen) % parts
+                seen += matrix.shape[0]
+                if first >= matrix.shape[0]:
+                    continue
+                matrix, label = matrix[first::parts], label[first::parts]
+                taken += matrix.shape[0]
+                if held is not None:
+                    yield held
+                held = matrix[-1:], label[-1:]
+                if matrix.shape[0] > 1:
+                    yield matrix[:-1], label[:-1]
+        # Worker k was dealt ceil((N - k) / P) rows; the first N % P workers
+        # have one more than N // P, and it is the last one, still held.
+        if held is not None and taken <= seen // parts:
+            yield held
+
     def _batches(self, epoch):
-        """Yield ``(pool, labels, start, stop)``: batch rows ``[start, stop)`` of the pool."""
+        """Yield ``(matrix, labels, start, stop)``: batch rows ``[start, stop)`` of ``matrix``."""
+        if self.shuffle_buffer:
+            yield from self._shuffled_batches(epoch)
+            return
+        size = self.batch_size
+        carry, carry_label = None, None  # rows short of a batch, from the previous pieces
+        for matrix, label in self._share():
+            start = 0
+            if carry is not None:
+                # One batch joins the carried rows to the head of this piece;
+                # the rest of the piece is batched in place, without a copy.
+                start = min(size - carry.shape[0], matrix.shape[0])
+                carry = sp.vstack([carry, matrix[:start]], format="csr")
+                carry_label = np.concatenate([carry_label, label[:start]])
+                if carry.shape[0] < size:
+                    continue
+                yield carry, carry_label, 0, size
+            stop = start + (matrix.shape[0] - start) // size * size
+            for first in range(start, stop, size):
+                yield matrix, label, first, first + size
+            carry, carry_label = (matrix[stop:], label[stop:]) if stop < matrix.shape[0] else (None, None)
+        if carry is not None and self.last_batch == "keep":
+            yield carry, carry_label, 0, carry.shape[0]
+
+    def _shuffled_batches(self, epoch):
         rng = np.random.default_rng([self.seed, epoch])
         pool = sp.csr_matrix((0, self.num_features), dtype=self.dtype)
         pool_label = np.zeros(0, dtype=np.float64)
-        for path in self.paths:
-            for matrix, label in self._chunks(path):
-                if pool.shape[0]:
-                    matrix = sp.vstack([pool, matrix], format="csr")
-                    label = np.concatenate([pool_label, label])
-                pool, pool_label = matrix, label
-                del matrix, label
-                if self.shuffle_buffer:
-                    order = rng.permutation(pool.shape[0])
-                    pool, pool_label = pool[order], pool_label[order]
-                # Batches are contiguous row ranges of the pool: each row is
-                # copied once, and shuffle_buffer rows stay to mix with the next chunk.
-                ready = max(pool.shape[0] - self.shuffle_buffer, 0)
-                ready -= ready % self.batch_size
-                for start in range(0, ready, self.batch_size):
-                    stop = start + self.batch_size
-                    yield pool, pool_label, start, stop
-                pool, pool_label = pool[ready:], pool_label[ready:]
-        if self.shuffle_buffer:
+        for matrix, label in self._share():
+            if pool.shape[0]:
+                matrix = sp.vstack([pool, matrix], format="csr")
+                label = np.concatenate([pool_label, label])
+            pool, pool_label = matrix, label
+            del matrix, label
             order = rng.permutation(pool.shape[0])
             pool, pool_label = pool[order], pool_label[order]
+            # Batches are contiguous row ranges of the pool: each row is
+            # copied once, and shuffle_buffer rows stay to mix with the next chunk.
+            ready = max(pool.shape[0] - self.shuffle_buffer, 0)
+            ready -= ready % self.batch_size
+            for start in range(0, ready, self.batch_size):
+                yield pool, pool_label, start, start + self.batch_size
+            pool, pool_label = pool[ready:], pool_label[ready:]
+        order = rng.permutation(pool.shape[0])
+        pool, pool_label = pool[order], pool_label[order]
         rows = pool.shape[0]
         end = rows if self.last_batch == "keep" else rows - rows % self.batch_size
         for start in range(0, end, self.batch_size):
