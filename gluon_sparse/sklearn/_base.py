@@ -351,7 +351,7 @@ class BaseSparseNet(BaseEstimator, metaclass=ABCMeta):
         progress.close()
         if early_stopping and self._best_params is not None:
             for name, param in module._collect_params_with_prefix().items():
-                param.set_data(mx.nd.array(self._best_params[name], ctx=ctx, dtype=param.dtype))
+                param.set_data(self._best_params[name])
         self._best_params = None
         if not converged and not incremental:
             warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
@@ -421,7 +421,10 @@ class BaseSparseNet(BaseEstimator, metaclass=ABCMeta):
                                           if score < self.best_validation_score_ + self.tol else 0)
             if score > self.best_validation_score_:
                 self.best_validation_score_ = score
-                self._best_params = module_param_arrays(self._get_module())
+                params = self._get_module()._collect_params_with_prefix()
+                flush_deferred(params.values())
+                # Copies on the device: asynchronous, no round trip through the host.
+                self._best_params = {name: param.data().copy() for name, param in params.items()}
         else:
             self._no_improvement_count = (self._no_improvement_count + 1
                                           if self.loss_curve_[-1] > self.best_loss_ - self.tol else 0)

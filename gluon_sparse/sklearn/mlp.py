@@ -84,7 +84,8 @@ _MLP_PARAMETERS_DOC = """
     activation : {'identity', 'logistic', 'tanh', 'relu'}, default 'relu'
         Activation of the hidden layers.
     alpha : float, default 1e-4
-        L2 penalty on the weights (not the biases), scaled like MLPClassifier's.
+        L2 penalty on the weights (not the biases), as MLPClassifier's: each
+        step adds ``0.5 * alpha * ||W||^2 / batch size`` to the batch's mean loss.
     batch_size : int or 'auto', default 'auto'
         Samples per mini-batch; 'auto' is ``min(200, n_samples)``.
     learning_rate_init : float, default 1e-3
@@ -120,7 +121,8 @@ _MLP_PARAMETERS_DOC = """
 
 _FITTED_ATTRIBUTES_DOC = """
     loss_ : float
-        Loss of the last epoch (mean weighted loss plus the L2 penalty).
+        Loss of the last epoch: the mean (weighted) loss plus every step's L2
+        term, as MLPClassifier's, with the weights at the epoch's end.
     loss_curve_ : list of float
         Loss of every epoch.
     best_loss_ : float
@@ -137,6 +139,9 @@ _FITTED_ATTRIBUTES_DOC = """
         Number of features seen during fit.
     n_outputs_ : int
         Number of network outputs.
+    zero_based_ : bool
+        Only after fitting on LibSVM input: the index base its files were
+        read with; later LibSVM inputs are read with it.
     module_ : mxnet.gluon.HybridBlock
         The trained network.
 """

@@ -87,6 +87,9 @@ _NET_PARAMETERS_DOC = """
         Number of features seen during fit.
     n_outputs_ : int
         Number of network outputs.
+    zero_based_ : bool
+        Only after fitting on LibSVM input: the index base its files were
+        read with; later LibSVM inputs are read with it.
 """
 
 
