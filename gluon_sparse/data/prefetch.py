@@ -67,22 +67,29 @@ class _HandOff:
         self._capacity = capacity
         self._ready = threading.Condition(threading.Lock())
         self._consumer_waiting = False
+        self._space = threading.Event()  # set by a consumer that found the buffer empty
         self._last_put = None
         self._pause = _FULL_SLEEP_SECONDS[0]
 
     def put(self, item, stop):
         """Append ``item`` once there is room; False (item dropped) when ``stop`` is set."""
-        pause = _FULL_SLEEP_SECONDS[0]
         self._release_handed()
         while len(self._items) >= self._capacity:
             if stop.is_set():
                 return False
-            time.sleep(pause)
+            # A consumer that drains the buffer within this pause wakes the
+            # producer at once instead of waiting it out.
+            if self._space.wait(self._pause):
+                self._space.clear()
             self._release_handed()
-            pause = min(pause * 2, _FULL_SLEEP_SECONDS[1])
         if stop.is_set():
             return False
         self._items.append(item)
+        now = time.perf_counter()
+        if self._last_put is not None:
+            low, high = _FULL_SLEEP_SECONDS
+            self._pause = min(max((now - self._last_put) / 8, low), high)
+        self._last_put = now
         # Read after the append: a consumer that set the flag before this read
         # is woken; one that sets it later finds the item before waiting.
         if self._consumer_waiting:
@@ -106,6 +113,7 @@ class _HandOff:
         return item
 
     def _wait(self, producer):
+        self._space.set()
         with self._ready:
             self._consumer_waiting = True
             try:
