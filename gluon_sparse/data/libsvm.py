@@ -223,6 +223,12 @@ def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=Fa
     return ParsedChunk(values, indices, indptr, labels, label_ptr, min_index, max_index)
 
 
+def newlines_before(buf, offset):
+    """Number of line breaks in ``buf[:offset]`` (memchr in C, without the GIL)."""
+    array, address, length = _buffer_address(buf)
+    return _parser_library().gs_libsvm_line_of_offset(address, length, offset) - 1
+
+
 def row_line_number(buf, row, line_base=0):
     """1-based line number of data row ``row`` of ``buf`` (comment/blank lines skipped)."""
     lib = _parser_library()

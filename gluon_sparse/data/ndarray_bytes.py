@@ -42,10 +42,15 @@ _INT64_FLAG = _DTYPE_NP_TO_MX[np.int64]
 _check_lock = threading.Lock()
 _format_checked = None  # None: not yet checked; then True or False
 
+# The same library through ctypes.PyDLL, whose calls keep the GIL: for the
+# per-batch query of trivial getters, releasing and retaking the GIL would
+# cost a thread switch whenever the training loop's thread is running Python.
+_LIB_KEEPING_GIL = ctypes.PyDLL(_LIB._name)
 
-def _shape(dims):
-    """A TShape as NDArray::Save writes it: int32 ndim, int64 dims."""
-    return struct.pack("<i%dq" % len(dims), len(dims), *dims)
+# CSR header: magic, storage type, storage shape (ndim 1: nnz), shape (ndim 2:
+# rows, features), context (device type, id), value type, then per index
+# array its type and shape (ndim 1): indptr (rows + 1), indices (nnz).
+_CSR_HEADER = struct.Struct("<Ii" "iq" "iqq" "ii" "i" "iiq" "iiq")
 
 
 def _type_flag(dtype):
@@ -56,18 +61,22 @@ def _type_flag(dtype):
 
 
 def _csr_header(num_rows, num_features, nnz, dtype):
-    return b"".join((
-        struct.pack("<Ii", _V2_MAGIC, _STYPE_CSR),
-        _shape((nnz,)),                       # storage shape: the values
-        _shape((num_rows, num_features)),
-        struct.pack("<iii", _CPU_DEVICE_TYPE, _CPU_DEVICE_ID, _type_flag(dtype)),
-        struct.pack("<i", _INT64_FLAG), _shape((num_rows + 1,)),   # aux 0: indptr
-        struct.pack("<i", _INT64_FLAG), _shape((nnz,))))           # aux 1: indices
+    return _CSR_HEADER.pack(_V2_MAGIC, _STYPE_CSR, 1, nnz, 2, num_rows, num_features,
+                            _CPU_DEVICE_TYPE, _CPU_DEVICE_ID, _type_flag(dtype),
+                            _INT64_FLAG, 1, num_rows + 1, _INT64_FLAG, 1, nnz)
 
 
 def _dense_header(shape, dtype):
-    return b"".join((struct.pack("<Ii", _V2_MAGIC, _STYPE_DEFAULT), _shape(shape),
-                     struct.pack("<iii", _CPU_DEVICE_TYPE, _CPU_DEVICE_ID, _type_flag(dtype))))
+    # magic, storage type, shape (ndim, dims), context, value type
+    return struct.pack("<Iii%dqiii" % len(shape), _V2_MAGIC, _STYPE_DEFAULT, len(shape), *shape,
+                       _CPU_DEVICE_TYPE, _CPU_DEVICE_ID, _type_flag(dtype))
+
+
+def _numpy_shape_active():
+    """``mx.util.is_np_shape()`` (thread-local), without releasing the GIL."""
+    active = ctypes.c_int()
+    check_call(_LIB_KEEPING_GIL.MXIsNumpyShape(ctypes.byref(active)))
+    return bool(active.value)
 
 
 def _load(buffer, cls):
@@ -127,7 +136,7 @@ def fast_path_available():
     False when numpy shape semantics are active (``mx.npx.set_np``: MXNet
     then refuses this serialization) or the format check failed.
     """
-    return not mx.util.is_np_shape() and (_format_checked or _check_format())
+    return not _numpy_shape_active() and (_format_checked or _check_format())
 
 
 def csr_from_parts(values, indices, indptr, shape, dtype, row_offset=0):

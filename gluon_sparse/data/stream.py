@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
-from .libsvm import _as_path_list, parse_libsvm_bytes
+from .libsvm import _as_path_list, newlines_before, parse_libsvm_bytes
 from .prefetch import Prefetcher
 
 __all__ = ["LibSVMStream"]
@@ -121,26 +121,34 @@ class LibSVMStream:
     def _chunks(self, path):
         """Yield (matrix, label) of each chunk of complete lines in ``path``."""
         lines_before = 0
-        tail = b""
+        # One buffer is reused for every chunk: the file is read into it after
+        # the incomplete line the previous chunk ended with, which is moved to
+        # the front; it doubles when a single line is longer than the buffer.
+        buffer = bytearray(self.chunk_bytes)
+        filled = 0
         with _open(path) as f:
             while True:
-                block = f.read(self.chunk_bytes)
-                if not block:
-                    if tail:
-                        yield self._parse(tail, path, lines_before)
+                if filled == len(buffer):
+                    buffer.extend(bytes(len(buffer)))
+                with memoryview(buffer) as view:
+                    read = f.readinto(view[filled:])
+                if not read:
+                    if filled:
+                        with memoryview(buffer) as view:
+                            yield self._parse(view[:filled], path, lines_before)
                     return
-                text = tail + block if tail else block
-                del block
-                cut = text.rfind(b"\n") + 1
-                if cut == 0:  # no complete line yet: a line longer than a chunk
-                    tail = text
+                end = filled + read
+                cut = buffer.rfind(b"\n", 0, end) + 1
+                if cut == 0:  # no complete line yet
+                    filled = end
                     continue
-                tail = text[cut:]
-                body = memoryview(text)[:cut]  # the complete lines, without a copy
-                yield self._parse(body, path, lines_before)
-                lines_before += text.count(b"\n", 0, cut)
-                body.release()
-                del text
+                with memoryview(buffer) as view:
+                    body = view[:cut]
+                    yield self._parse(body, path, lines_before)
+                    lines_before += newlines_before(body, cut)
+                    body.release()
+                buffer[:end - cut] = buffer[cut:end]
+                filled = end - cut
 
     def _parse(self, text, path, lines_before):
         chunk = parse_libsvm_bytes(text, dtype=self.dtype, reject_zero=not self.zero_based,
