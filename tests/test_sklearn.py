@@ -408,6 +408,8 @@ def test_libsvm_paths_at_predict_time_use_the_training_index_base(tmp_path):
                                     n_features=5)
     expected = clf.predict_proba(aligned)
     np.testing.assert_array_equal(clf.predict_proba(str(tmp_path / "without_0.svm")), expected)
+    with pytest.raises(ValueError, match=r"with_0\.svm, line 1"):
+        clf.partial_fit(str(tmp_path / "with_0.svm"), y[:10])  # training keeps the base too
     # The base survives save/load and pickling, and a fit on a matrix forgets it.
     clf.save(tmp_path / "model")
     for copy in (load(tmp_path / "model"), pickle.loads(pickle.dumps(clf))):
@@ -472,3 +474,19 @@ def test_loss_is_mlpclassifiers_mean_loss_plus_per_step_l2_term():
     squares = sum(float((coef ** 2).sum()) for coef in reference.coefs_)
     assert reference.loss_ == pytest.approx(
         np.mean(np.logaddexp(0, logit) - y * logit) + 0.5 * alpha * squares * 3 / 250, rel=1e-9)
+
+
+def test_early_stopping_restores_best_weights_for_good():
+    # The restored weights must not be moved later by deferred Adam's replay of
+    # the steps their rows skipped after the best epoch (alpha=0: no epoch-end
+    # flush, so rows of rare features are behind when the fit ends).
+    from gluon_sparse.optimizer import flush
+    X = sp.random(400, 3000, density=0.004, format="csr", random_state=0, dtype=np.float32)
+    y = (X @ np.random.RandomState(1).randn(3000) > 0).astype(int)
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=0, max_iter=30, early_stopping=True,
+                              n_iter_no_change=2, batch_size=20, learning_rate_init=0.2,
+                              random_state=0).fit(X, y)
+    assert clf.validation_scores_[-1] < clf.best_validation_score_  # an earlier epoch was best
+    restored = clf.module_[0].weight.data().asnumpy()
+    flush(clf._trainer)
+    np.testing.assert_array_equal(clf.module_[0].weight.data().asnumpy(), restored)

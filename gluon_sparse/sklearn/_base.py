@@ -350,7 +350,12 @@ class BaseSparseNet(BaseEstimator, metaclass=ABCMeta):
                 break
         progress.close()
         if early_stopping and self._best_params is not None:
-            for name, param in module._collect_params_with_prefix().items():
+            params = module._collect_params_with_prefix()
+            # Every row up to date first: a row left behind would have the
+            # steps it skipped since the best epoch replayed onto the restored
+            # weights when next read.
+            flush_deferred(params.values())
+            for name, param in params.items():
                 param.set_data(self._best_params[name])
         self._best_params = None
         if not converged and not incremental:
@@ -406,7 +411,7 @@ class BaseSparseNet(BaseEstimator, metaclass=ABCMeta):
         params = [param for name, param in self._get_module().collect_params().items()
                   if not name.endswith("bias")]
         flush_deferred(params)
-        squares = []
+        squares = [mx.nd.zeros((1,), ctx=self._ctx)]
         for param in params:
             flat = param.data().reshape((-1,))
             # A BLAS dot: 10x faster than nd.norm on a wide layer's weight,
