@@ -119,7 +119,8 @@ def build_parser():
     train.add_argument("--model-dir", required=True, help="directory to write the model to")
     train.add_argument("--test", metavar="DATA", help="LibSVM file to report metrics on each epoch "
                        "(default: a held-out share of the training data)")
-    train.add_argument("--zero-based", type=_zero_based, default="auto", metavar="{auto,true,false}",
+    train.add_argument("--zero-based", type=_zero_based, default="auto",
+                       metavar="{auto,true,false}",
                        help="index base of the LibSVM files: 'auto' (default) takes them as "
                             "one-based unless some file has feature 0, like scikit-learn; the "
                             "base used is saved with the model for predict and evaluate")
