@@ -42,10 +42,13 @@ _INT64_FLAG = _DTYPE_NP_TO_MX[np.int64]
 _check_lock = threading.Lock()
 _format_checked = None  # None: not yet checked; then True or False
 
-# The same library through ctypes.PyDLL, whose calls keep the GIL: for the
-# per-batch query of trivial getters, releasing and retaking the GIL would
-# cost a thread switch whenever the training loop's thread is running Python.
+# The same library through ctypes.PyDLL, whose calls keep the GIL. Batches
+# are built in a prefetch thread; each time it releases the GIL while the
+# training loop's thread wants it, the two threads trade it through the OS
+# scheduler (5-20 us each way here). For a trivial getter, or the memcpy of a
+# batch-sized buffer (a few us), keeping the GIL is cheaper.
 _LIB_KEEPING_GIL = ctypes.PyDLL(_LIB._name)
+_KEEP_GIL_BELOW_BYTES = 1 << 20
 
 # CSR header: magic, storage type, storage shape (ndim 1: nnz), shape (ndim 2:
 # rows, features), context (device type, id), value type, then per index
@@ -81,7 +84,8 @@ def _numpy_shape_active():
 
 def _load(buffer, cls):
     handle = NDArrayHandle()
-    check_call(_LIB.MXNDArrayLoadFromRawBytes(ctypes.c_void_p(buffer.ctypes.data),
+    lib = _LIB_KEEPING_GIL if buffer.nbytes < _KEEP_GIL_BELOW_BYTES else _LIB
+    check_call(lib.MXNDArrayLoadFromRawBytes(ctypes.c_void_p(buffer.ctypes.data),
                                               ctypes.c_size_t(buffer.nbytes), ctypes.byref(handle)))
     return cls(handle)
 

@@ -1,6 +1,8 @@
 """Streaming LibSVM reader for files larger than memory."""
 import bz2
+import concurrent.futures
 import gzip
+import itertools
 import logging
 
 import numpy as np
@@ -119,36 +121,63 @@ class LibSVMStream:
         self.epoch = 0
 
     def _chunks(self, path):
-        """Yield (matrix, label) of each chunk of complete lines in ``path``."""
+        """Yield (matrix, label) of each chunk of complete lines in ``path``.
+
+        Each chunk is parsed in a helper thread while the caller batches the
+        previous one (the native parser runs without the GIL).
+        """
+        with concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="gluon-sparse-parse") as pool:
+            pending = None
+            try:
+                for text, lines_before in self._texts(path):
+                    parsed = pool.submit(self._parse, text, path, lines_before)
+                    if pending is not None:
+                        yield pending.result()
+                    pending = parsed
+                if pending is not None:
+                    yield pending.result()
+            finally:
+                if pending is not None:
+                    pending.cancel()
+
+    def _texts(self, path):
+        """Yield ``(text, lines_before)`` for each chunk of complete lines in ``path``.
+
+        Two buffers take turns: the file is read into one, after the
+        incomplete line the other ended with, while the other's text is
+        still being parsed. The caller must be done with a text before asking
+        for the next but one. A buffer doubles when a single line is longer.
+        """
+        buffers = [bytearray(self.chunk_bytes), bytearray(self.chunk_bytes)]
+        previous, previous_cut, previous_end = None, 0, 0
         lines_before = 0
-        # One buffer is reused for every chunk: the file is read into it after
-        # the incomplete line the previous chunk ended with, which is moved to
-        # the front; it doubles when a single line is longer than the buffer.
-        buffer = bytearray(self.chunk_bytes)
-        filled = 0
         with _open(path) as f:
-            while True:
-                if filled == len(buffer):
-                    buffer.extend(bytes(len(buffer)))
-                with memoryview(buffer) as view:
-                    read = f.readinto(view[filled:])
-                if not read:
-                    if filled:
-                        with memoryview(buffer) as view:
-                            yield self._parse(view[:filled], path, lines_before)
-                    return
-                end = filled + read
-                cut = buffer.rfind(b"\n", 0, end) + 1
-                if cut == 0:  # no complete line yet
-                    filled = end
-                    continue
-                with memoryview(buffer) as view:
-                    body = view[:cut]
-                    yield self._parse(body, path, lines_before)
-                    lines_before += newlines_before(body, cut)
-                    body.release()
-                buffer[:end - cut] = buffer[cut:end]
-                filled = end - cut
+            for turn in itertools.count():
+                buffer = buffers[turn % 2]
+                filled = previous_end - previous_cut
+                if filled > len(buffer):
+                    buffer.extend(bytes(filled - len(buffer)))
+                if filled:
+                    buffer[:filled] = previous[previous_cut:previous_end]
+                while True:
+                    if filled == len(buffer):
+                        buffer.extend(bytes(len(buffer)))
+                    with memoryview(buffer) as view:
+                        read = f.readinto(view[filled:])
+                    end = filled + read
+                    if not read:
+                        if filled:
+                            yield memoryview(buffer)[:filled], lines_before
+                        return
+                    cut = buffer.rfind(b"\n", 0, end) + 1
+                    if cut:
+                        break
+                    filled = end  # no complete line yet
+                text = memoryview(buffer)[:cut]
+                yield text, lines_before
+                lines_before += newlines_before(text, cut)
+                previous, previous_cut, previous_end = buffer, cut, end
 
     def _parse(self, text, path, lines_before):
         chunk = parse_libsvm_bytes(text, dtype=self.dtype, reject_zero=not self.zero_based,
