@@ -48,11 +48,11 @@ class LibSVMStream:
     compressed files). To read less per worker, give each worker its own
     files instead.
 
-    Memory is bounded independently of the file size: at most one chunk of
-    text (``chunk_bytes`` plus the longest line, held twice while the tail of
-    the previous chunk is joined), the parsed rows of one chunk plus
-    ``max(shuffle_buffer, batch_size)`` carried-over rows (twice while they
-    are shuffled), and ``prefetch + 1`` finished batches.
+    Memory is bounded independently of the file size: two text buffers of
+    ``chunk_bytes`` (each grown to the longest line if one is longer), the
+    parsed rows of two chunks (one being batched while the next is parsed in
+    a helper thread), ``max(shuffle_buffer, batch_size)`` carried-over rows
+    (twice while they are shuffled), and ``prefetch + 2`` finished batches.
 
     Parameters
     ----------
