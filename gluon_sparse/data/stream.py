@@ -52,7 +52,8 @@ class LibSVMStream:
     ``chunk_bytes`` (each grown to the longest line if one is longer), the
     parsed rows of two chunks (one being batched while the next is parsed in
     a helper thread), ``max(shuffle_buffer, batch_size)`` carried-over rows
-    (twice while they are shuffled), and ``prefetch + 2`` finished batches.
+    (twice while they are shuffled), and ``prefetch + 3`` batches (buffered,
+    held by the training loop or freed next by the prefetch thread, being built).
 
     Parameters
     ----------
