@@ -172,3 +172,57 @@ def test_producer_finishing_an_epoch_prepares_the_next_shuffle():
     assert [label.asnumpy().tolist() for _, label in fresh] == first
     assert [label.asnumpy().tolist() for _, label in fresh] == second
     assert first != second
+
+
+def slow_source(count, seconds, log=None):
+    try:
+        for i in range(count):
+            time.sleep(seconds)  # the producer is the bottleneck
+            yield i
+    finally:
+        if log is not None:
+            log.append(threading.current_thread().name)
+
+
+def test_adaptive_prefetcher_moves_a_starving_source_into_the_consumer():
+    closed_in = []
+    with Prefetcher(slow_source(60, 0.002, closed_in), depth=2, adaptive=True,
+                    name="producer") as items:
+        got = [next(items) for _ in range(40)]  # the loop does nothing but read
+        assert items.inline
+        assert [t for t in new_threads() if t.name == "producer"] == []
+        got += list(items)
+    assert got == list(range(60))
+    assert closed_in == [threading.current_thread().name]  # exhausted in the consumer
+    assert wait_for_no_prefetch_threads() == []
+
+
+def test_adaptive_prefetcher_keeps_its_thread_while_the_consumer_works():
+    with Prefetcher(iter(range(40)), depth=2, adaptive=True) as items:
+        for expected in range(40):
+            assert next(items) == expected
+            time.sleep(0.003)  # a training step: the producer is far ahead
+        assert not items.inline
+
+
+def test_errors_and_close_after_moving_inline():
+    def failing():
+        yield from slow_source(30, 0.002)
+        raise KeyError("bad record 31")
+
+    items = Prefetcher(failing(), depth=2, adaptive=True)
+    assert [next(items) for _ in range(30)] == list(range(30))
+    assert items.inline
+    with pytest.raises(KeyError, match="bad record 31"):
+        next(items)
+    with pytest.raises(StopIteration):
+        next(items)
+
+    closed_in = []
+    items = Prefetcher(slow_source(100, 0.002, closed_in), depth=2, adaptive=True)
+    for _ in range(30):
+        next(items)
+    assert items.inline
+    items.close()  # a loop left early: the source is closed in the consumer
+    assert closed_in == [threading.current_thread().name]
+    assert wait_for_no_prefetch_threads() == []

@@ -42,7 +42,11 @@ class SparseDataLoader:
         them, or the consumer when ``prefetch=0``). Batch order is kept.
     prefetch : int
         Batches built ahead in a background thread; 0 builds each batch on
-        demand in the consumer's thread.
+        demand in the consumer's thread. If the loop does little but wait for
+        batches (it spends less than a quarter of its waiting time on
+        anything else over 16 batches), the rest of the epoch is built in the
+        loop's own thread: two Python threads trading the GIL for every batch
+        are slower than one (see :class:`Prefetcher`, ``adaptive``).
     ctx : mxnet.Context, optional
         Where batches are created; with ``prefetch > 0`` the copy to it also
         happens in the background.
@@ -157,7 +161,8 @@ class SparseDataLoader:
             for batch in self._batches():
                 yield batch if transform is None else transform(batch)
             return
-        with Prefetcher(self._batches(), depth=self._prefetch, transform=transform) as batches:
+        with Prefetcher(self._batches(), depth=self._prefetch, transform=transform,
+                        adaptive=True) as batches:
             yield from batches
 
     def as_data_iter(self, data_name="data", label_name="softmax_label"):

@@ -27,6 +27,11 @@ _FULL_SLEEP_SECONDS = (2e-5, 1e-3)
 # Items handed out that the buffer keeps referencing: the consumer's current
 # item and the previous one, which its loop variables hold until rebinding.
 _KEEP_HANDED = 2
+# An adaptive prefetcher moves the source into the consumer's thread when,
+# over a window of this many items, the consumer spent less than this
+# fraction of the time it waited for items doing anything else.
+_STARVED_ITEMS = 16
+_STARVED_WORK_FRACTION = 0.25
 
 
 class _End:
@@ -70,11 +75,16 @@ class _HandOff:
         self._space = threading.Event()  # set by a consumer that found the buffer empty
         self._last_put = None
         self._pause = _FULL_SLEEP_SECONDS[0]
+        self.waited = False  # whether the last get() had to wait
 
-    def put(self, item, stop):
-        """Append ``item`` once there is room; False (item dropped) when ``stop`` is set."""
+    def put(self, item, stop, detach):
+        """Append ``item`` once there is room; False (item dropped) when ``stop`` is set.
+
+        Once ``detach`` is set the item is appended even to a full buffer: the
+        consumer is then waiting for this thread to end, not for room.
+        """
         self._release_handed()
-        while len(self._items) >= self._capacity:
+        while len(self._items) >= self._capacity and not detach.is_set():
             if stop.is_set():
                 return False
             # A consumer that drains the buffer within this pause wakes the
@@ -107,10 +117,19 @@ class _HandOff:
         """
         try:
             item = self._items.popleft()
+            self.waited = False
         except IndexError:
             item = self._wait(producer)
+            self.waited = True
         self._handed.append(item)
         return item
+
+    def pop_left_over(self):
+        """The next item left in the buffer after the producer ended, or None."""
+        try:
+            return self._items.popleft()
+        except IndexError:
+            return None
 
     def _wait(self, producer):
         self._space.set()
@@ -130,25 +149,36 @@ class _HandOff:
         while len(self._handed) > _KEEP_HANDED:
             self._handed.popleft()
 
+    def clear_handed(self):
+        self._handed.clear()
+
     def clear(self):
         self._items.clear()
         self._handed.clear()
 
 
-def _work(iterator, transform, items, stop):
-    """Body of the worker thread: produce into ``items`` until done or stopped."""
+def _work(iterator, transform, items, stop, detach):
+    """Body of the worker thread: produce into ``items`` until done, stopped or detached.
+
+    When ``detach`` is set the worker ends after its current item and leaves
+    ``iterator`` open for the consumer to continue.
+    """
+    detached = False
     try:
         for item in iterator:
             if transform is not None:
                 item = transform(item)
-            if not items.put(item, stop):
+            if not items.put(item, stop, detach):
                 return
-        items.put(_End, stop)
+            if detach.is_set():
+                detached = True
+                return
+        items.put(_End, stop, detach)
     except BaseException as error:  # noqa: B902 - every failure goes to the consumer
-        items.put(_Failure(error), stop)
+        items.put(_Failure(error), stop, detach)
     finally:
         close = getattr(iterator, "close", None)
-        if close is not None:
+        if close is not None and not detached:
             close()
 
 
@@ -158,13 +188,23 @@ class Prefetcher:
     Parameters
     ----------
     source : iterable
-        Produces the items; iterated only in the worker thread.
+        Produces the items; iterated in the worker thread (and, once an
+        adaptive prefetcher has moved it, in the consumer's thread).
     depth : int
         Items produced ahead of the consumer (buffer size), >= 1.
     transform : callable, optional
         Applied to each item in the worker (e.g. a copy to a GPU context).
     name : str
         Thread name, for debugging.
+    adaptive : bool
+        Move the source into the consumer's thread when prefetching cannot
+        help: when, over ``_STARVED_ITEMS`` items, the consumer spent less
+        than a quarter of the time it waited for them on anything else (a
+        loop that only reads batches). Two Python threads
+        then trade the GIL for every item, which made building a batch in
+        the worker 2x slower than in the consumer's own thread. Items keep
+        their order; the source must tolerate being resumed from another
+        thread (generators do).
 
     Notes
     -----
@@ -180,17 +220,32 @@ class Prefetcher:
     [0, 1, 2]
     """
 
-    def __init__(self, source, depth=2, transform=None, name="gluon-sparse-prefetch"):
+    def __init__(self, source, depth=2, transform=None, name="gluon-sparse-prefetch",
+                 adaptive=False):
         if depth < 1:
             raise ValueError("depth must be >= 1, got %d" % depth)
+        self._source = iter(source)
+        self._transform = transform
         self._items = _HandOff(depth)
         self._stop = threading.Event()
+        self._detach = threading.Event()
+        self._adaptive = adaptive
+        self._inline = False  # the source runs in the consumer's thread
+        self._starved = 0
+        self._starved_wait = self._starved_work = 0.0
+        self._returned_at = None
         self._done = False
         # The worker must not reference this object, or dropping the last
         # reference to it (a consumer leaving its loop) would never collect it.
-        self._thread = threading.Thread(target=_work, name=name, daemon=True,
-                                        args=(iter(source), transform, self._items, self._stop))
+        self._thread = threading.Thread(
+            target=_work, name=name, daemon=True,
+            args=(self._source, transform, self._items, self._stop, self._detach))
         self._thread.start()
+
+    @property
+    def inline(self):
+        """Whether an adaptive prefetcher has moved the source into the consumer's thread."""
+        return self._inline
 
     def __iter__(self):
         return self
@@ -198,11 +253,17 @@ class Prefetcher:
     def __next__(self):
         if self._done:
             raise StopIteration
-        try:
-            item = self._items.get(self._thread)
-        except RuntimeError:
-            self.close()
-            raise
+        if self._inline:
+            item = self._next_inline()
+        else:
+            called_at = time.perf_counter()
+            try:
+                item = self._items.get(self._thread)
+            except RuntimeError:
+                self.close()
+                raise
+            if self._adaptive:
+                self._watch_starvation(called_at)
         if item is _End:
             self.close()
             raise StopIteration
@@ -213,6 +274,43 @@ class Prefetcher:
                            + item.formatted)
             raise error
         return item
+
+    def _watch_starvation(self, called_at):
+        # Sums over windows of _STARVED_ITEMS items: the time spent in get()
+        # and the time spent elsewhere (the training step) between gets.
+        returned_at = time.perf_counter()
+        if self._returned_at is not None:
+            self._starved += 1
+            self._starved_wait += returned_at - called_at
+            self._starved_work += called_at - self._returned_at
+            if self._starved >= _STARVED_ITEMS:
+                if self._starved_work < _STARVED_WORK_FRACTION * self._starved_wait:
+                    self._move_source_inline()
+                self._starved = 0
+                self._starved_wait = self._starved_work = 0.0
+        self._returned_at = returned_at
+
+    def _move_source_inline(self):
+        self._detach.set()
+        self._thread.join()
+        self._inline = True
+        self._items.clear_handed()
+        logger.debug("prefetch thread %s stopped: the consumer waited %.0f us per item and "
+                     "worked %.0f us; items are now produced in its thread", self._thread.name,
+                     1e6 * self._starved_wait / self._starved, 1e6 * self._starved_work / self._starved)
+
+    def _next_inline(self):
+        left_over = self._items.pop_left_over()
+        if left_over is not None:
+            return left_over
+        try:
+            item = next(self._source)
+        except StopIteration:
+            return _End
+        except BaseException:
+            self.close()
+            raise
+        return item if self._transform is None else self._transform(item)
 
     def close(self):
         """Stop the worker thread and wait for it to exit (idempotent)."""
@@ -227,6 +325,10 @@ class Prefetcher:
         if self._thread.is_alive():
             logger.warning("prefetch thread %s did not stop within %.0f s; it is a daemon "
                            "and will not block exit", self._thread.name, _JOIN_SECONDS)
+        elif self._inline:
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
 
     def __enter__(self):
         return self
