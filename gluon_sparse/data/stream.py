@@ -77,7 +77,10 @@ class LibSVMStream:
     seed : int, optional
         Seed of the shuffles; epoch ``e`` uses ``(seed, e)``.
     prefetch : int
-        Batches read and built ahead in a background thread (0: none).
+        Batches read and built ahead in a background thread (0: none). As in
+        :class:`SparseDataLoader`, a loop that does little but wait for
+        batches gets them built in its own thread for the rest of the epoch;
+        the next chunk is parsed in a helper thread either way.
     num_parts : int
         Number of distributed workers sharing the files.
     part_index : int
@@ -296,6 +299,6 @@ class LibSVMStream:
         if not self.prefetch:
             yield from self._ndarray_batches(epoch)
             return
-        with Prefetcher(self._ndarray_batches(epoch), depth=self.prefetch,
+        with Prefetcher(self._ndarray_batches(epoch), depth=self.prefetch, adaptive=True,
                         name="gluon-sparse-stream") as batches:
             yield from batches
