@@ -9,7 +9,9 @@
    ``prefetch=0``.
 
 Usage: ``python benchmarks/bench_data.py [--megabytes 220] [--path /tmp/...]``.
-The file is generated once into /tmp (never the repository) and reused.
+The file is generated once into /tmp (never the repository) and reused. Each
+table records the load average (``os.getloadavg``) before and after it, since
+the figures are only comparable within one run on a shared machine.
 """
 import argparse
 import logging
@@ -103,6 +105,7 @@ def bench_loading(path, skip_sklearn, repeat):
             ("gluon_sparse load_libsvm + SparseDataLoader, prefetch=2",
              lambda: one_pass_loader(path, 2)),
             ("gluon_sparse LibSVMStream (16 MB chunks, prefetch=2)", lambda: one_pass_stream(path))]
+    load_before = os.getloadavg()
     if not skip_sklearn:
         from sklearn.datasets import load_svmlight_file
         runs.append(("sklearn load_svmlight_file (parse only)",
@@ -115,7 +118,8 @@ def bench_loading(path, skip_sklearn, repeat):
         baseline = baseline or seconds
         table.add(method=name, seconds=round(seconds, 2), **{"MB/s": round(megabytes / seconds, 1),
                   "vs LibSVMIter": round(baseline / seconds, 2), "batches": count})
-    table.meta["file_mb"] = round(megabytes, 1)
+    table.meta.update(file_mb=round(megabytes, 1), repeat=repeat,
+                      load_average_before=load_before, load_average_after=os.getloadavg())
     table.save()
 
 
@@ -175,7 +179,8 @@ def bench_prefetch(path, max_rows=200000, steps=2000):
 
     table = Table("data_prefetch", ["step", "step cost", "prefetch", "steps", "total",
                                     "waiting for data", "wait vs prefetch=0", "median wait",
-                                    "steps waiting > 50 us"])
+                                    "steps waiting > 50 us", "longest wait"])
+    load_before = os.getloadavg()
     for name, step, step_cost in (("device-bound (sleep)", device_step, build),
                                   ("CPU-bound (MXNet dot)", cpu_step, cost)):
         waits = {}
@@ -187,8 +192,10 @@ def bench_prefetch(path, max_rows=200000, steps=2000):
                          "waiting for data": format_seconds(waited),
                          "wait vs prefetch=0": round(waited / waits[0], 3),
                          "median wait": format_seconds(float(np.median(per_step))),
-                         "steps waiting > 50 us": "%.1f%%" % (100 * np.mean(per_step > 50e-6))})
-    table.meta.update(batch_build_s=build, cpu_step_s=cost)
+                         "steps waiting > 50 us": "%.1f%%" % (100 * np.mean(per_step > 50e-6)),
+                         "longest wait": format_seconds(float(per_step.max()))})
+    table.meta.update(batch_build_s=build, cpu_step_s=cost, load_average_before=load_before,
+                      load_average_after=os.getloadavg())
     print("\nbuilding one batch of %d: %s" % (BATCH_SIZE, format_seconds(build)))
     table.save()
 
