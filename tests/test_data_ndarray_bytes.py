@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gluon_sparse.data import ndarray_bytes
+from gluon_sparse.data import _ndarray_bytes
 from gluon_sparse.data.batchify import (_csr_through_engine, array_to_ndarray, csr_parts_to_ndarray,
                                         csr_row_range_to_ndarray, csr_to_ndarray)
 
@@ -32,7 +32,7 @@ def assert_csr_equal(ours, matrix, dtype):
 
 
 def test_format_matches_this_mxnet():
-    assert ndarray_bytes.fast_path_available()
+    assert _ndarray_bytes.fast_path_available()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -67,8 +67,8 @@ def test_the_engine_path_gives_the_same_arrays():
 def test_numpy_shape_semantics_fall_back_to_the_engine_path():
     matrix = random_csr(10, 50, 0.1, np.float32, np.int32, seed=5)
     with mx.util.np_shape(True):
-        assert not ndarray_bytes.fast_path_available()
-        assert ndarray_bytes.csr_from_parts(matrix.data, matrix.indices, matrix.indptr,
+        assert not _ndarray_bytes.fast_path_available()
+        assert _ndarray_bytes.csr_from_parts(matrix.data, matrix.indices, matrix.indptr,
                                             matrix.shape, np.float32) is None
         result = csr_to_ndarray(matrix)
     assert_csr_equal(result, matrix, np.float32)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from mxnet.base import _LIB, check_call
 
 from .. import _native
-from .ndarray_bytes import csr_from_parts, dense_from_numpy
+from ._ndarray_bytes import csr_from_parts, dense_from_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def array_to_ndarray(array, ctx=None):
 
     ``mx.nd.array`` allocates and then copies through MXNet's engine (about
     50 us per batch label); this creates the array from bytes in the calling
-    thread (see :mod:`~gluon_sparse.data.ndarray_bytes`), or else wraps a
+    thread (see ``gluon_sparse/data/_ndarray_bytes.py``), or else wraps a
     private copy with DLPack (``from_numpy(zero_copy=True)``).
 
     Parameters
@@ -64,7 +64,7 @@ def csr_to_ndarray(matrix, dtype=None, ctx=None):
     NDArray and copies each into the CSR array through MXNet's engine: six
     round trips to its worker thread, about 0.8 ms per batch, more than
     slicing the batch. Here the array is created from bytes in the calling
-    thread (:mod:`~gluon_sparse.data.ndarray_bytes`, about 5 us for 256 rows);
+    thread (``gluon_sparse/data/_ndarray_bytes.py``, about 5 us for 256 rows);
     where MXNet refuses that (numpy shape semantics on), the values are copied
     into the new array's storage directly and the two index arrays through
     two engine round trips. No numpy memory is referenced once this function
