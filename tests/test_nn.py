@@ -140,6 +140,7 @@ def test_export_and_import_as_symbol_block(tmp_path):
 
 def test_mlp_trains_with_row_sparse_gradients():
     """A short SGD run lowers the loss and only the batch's weight rows change."""
+    mx.random.seed(0)  # the initial weights: not whatever state earlier tests left
     scipy_x = random_csr(64, 300, 0.05, seed=6)
     y = mx.nd.array((scipy_x.sum(axis=1).A1 > np.median(scipy_x.sum(axis=1).A1)).astype("float32"))
     x = to_mx(scipy_x)
@@ -160,13 +161,13 @@ def test_mlp_trains_with_row_sparse_gradients():
     np.testing.assert_array_equal(changed, np.unique(scipy_x[0:8].indices))
 
     losses = []
-    for _ in range(30):
+    for _ in range(100):
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
         trainer.step(64)
         losses.append(loss.mean().asscalar())
-    assert losses[-1] < losses[0] * 0.95
+    assert losses[-1] < losses[0] * 0.9
 
 
 # --------------------------------------------------------------------------- bad input
