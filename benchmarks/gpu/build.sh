@@ -1,6 +1,7 @@
 #!/bin/sh
 # Build build/libadam_harness.so from the harness entry points and the operator
-# library's own CUDA kernel source (gluon_sparse/csrc/ops/adam_kernels.cu).
+# library's own CUDA kernel sources (gluon_sparse/csrc/ops/adam_kernels.cu for
+# the eager update, adam_deferred_kernels.cu for deferred Adam).
 #   ARCHS="75 80 90" NVCC=nvcc benchmarks/gpu/build.sh [output.so]
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,5 +20,6 @@ done
 GENCODE="$GENCODE -gencode arch=compute_$LAST,code=compute_$LAST"
 # shellcheck disable=SC2086
 "$NVCC" -O3 -std=c++17 -shared -Xcompiler -fPIC $GENCODE -I "$OPS" \
-  "$HERE/adam_harness.cu" "$OPS/adam_kernels.cu" -o "$OUT"
+  "$HERE/adam_harness.cu" "$HERE/adam_deferred_harness.cu" \
+  "$OPS/adam_kernels.cu" "$OPS/adam_deferred_kernels.cu" -o "$OUT"
 echo "built $OUT"
