@@ -20,7 +20,8 @@ What it checks, in this order:
    rejected;
 2. deferred correctness: 300 steps with a learning-rate schedule, wd = 0,
    wd > 0 and a wd that starts at 0, clipping on and off, float32 and float64,
-   rows untouched for ~250 steps, rows never touched and empty gradients. After
+   rows untouched for ~250 steps, rows never touched and empty gradients, and
+   1000 steps in which rows wait until their means are float32 denormals. After
    every step the rows the step changed must be the gradient's rows only (the
    bytes of every other row of weight, mean, var and last_step unchanged) and
    equal the eager CUDA kernels' rows; after the final flush weight, mean and var
@@ -263,9 +264,9 @@ def deferred_rows_of_step(rng, rows, step, steps=300):
     """The gradient rows of ``step`` in the deferred checks (sorted, unique).
 
     The last 10% of the rows are never touched; rows 0-7 get gradients at steps
-    1-3 and then wait until steps 250-299 (~250 steps deferred, their means
-    decaying through float32 denormals); every 50th step has an empty
-    gradient (a pure decay step); the rest draws 5% of the rows.
+    1-3 and then wait until the last 50 steps (~250 of 300 steps deferred);
+    every 50th step has an empty gradient (a pure decay step); the rest draws
+    5% of the rows.
     """
     if step % 50 == 7:
         return np.empty(0, np.int64)
@@ -334,31 +335,45 @@ def _assert_bitwise(what, got, want):
                                 want[tuple(bad[0])]))
 
 
-# (dtype, cols, wd of step t, other step parameters)
+def long_absence_rows_of_step(rng, rows, step, steps=1000):
+    """Rows 0-3 get gradients at steps 1-3 and at the last step only (their means
+    decay into float32 denormals meanwhile), rows 4-7 take turns, the others wait."""
+    if step <= 3:
+        return np.arange(8, dtype=np.int64)
+    return np.arange(4, dtype=np.int64) if step == steps else np.array([4 + step % 4])
+
+
+# (dtype, rows, cols, steps, gradient rows of a step, wd of step t, other step parameters)
 DEFERRED_CASES = [
-    (np.float32, 128, lambda t: 0.0, {}),
-    (np.float32, 128, lambda t: 1e-3, {"clip_gradient": 0.05}),
-    (np.float32, 37, lambda t: 0.0 if t < 100 else 0.01, {"clip_gradient": 0.5}),
-    (np.float64, 128, lambda t: 0.02, {"rescale_grad": 0.5, "clip_gradient": 0.3}),
-    (np.float64, 7, lambda t: 0.0, {}),
+    (np.float32, 1000, 128, 300, deferred_rows_of_step, lambda t: 0.0, {}),
+    (np.float32, 1000, 128, 300, deferred_rows_of_step, lambda t: 1e-3, {"clip_gradient": 0.05}),
+    (np.float32, 1000, 37, 300, deferred_rows_of_step, lambda t: 0.0 if t < 100 else 0.01,
+     {"clip_gradient": 0.5}),
+    (np.float64, 1000, 128, 300, deferred_rows_of_step, lambda t: 0.02,
+     {"rescale_grad": 0.5, "clip_gradient": 0.3}),
+    (np.float64, 1000, 7, 300, deferred_rows_of_step, lambda t: 0.0, {}),
+    (np.float32, 80, 8, 1000, long_absence_rows_of_step, lambda t: 0.0, {"clip_gradient": 0.5}),
 ]
 
 
-def check_deferred_correctness(lib, kernels, torch, rows=1000, steps=300):
-    """Deferred kernels against the eager kernels and NumPy over ``steps`` steps (see the doc)."""
-    for case, (dtype, cols, wd_of, params) in enumerate(DEFERRED_CASES):
+def check_deferred_correctness(lib, kernels, torch):
+    """Deferred kernels against the eager kernels and NumPy (see the module's doc)."""
+    for case, (dtype, rows, cols, steps, rows_of_step, wd_of, params) in \
+            enumerate(DEFERRED_CASES):
         rng = np.random.default_rng(case)
         w = rng.standard_normal((rows, cols)).astype(dtype)
         w[-1, :2] = [0.0, -0.0]  # signed zeros in a row never touched
         m, v = np.zeros_like(w), np.zeros_like(w)
+        reference = NumpyDeferredAdam(w)
         eager = [torch.from_numpy(a.copy()).cuda() for a in (w, m, v)]
         deferred = DeferredAdamKernels(lib, torch, torch.from_numpy(w.copy()).cuda(), steps + 1)
         state = (deferred.weight, deferred.mean, deferred.var, deferred.last_step)
         for t in range(1, steps + 1):
-            indices = deferred_rows_of_step(rng, rows, t, steps)
+            indices = rows_of_step(rng, rows, t, steps)
             values = rng.standard_normal((len(indices), cols)).astype(dtype)
             lr, wd = lr_schedule(t), wd_of(t)
             numpy_step(w, m, v, values, indices, lr, wd=wd, **params)
+            reference.update(values, indices, t, lr, wd=wd, **params)
             t_values, t_indices = torch.from_numpy(values).cuda(), torch.from_numpy(indices).cuda()
             kernels.step(*eager, t_values, t_indices, lr, wd=wd, **params)
 
@@ -384,25 +399,33 @@ def check_deferred_correctness(lib, kernels, torch, rows=1000, steps=300):
                 _assert_bitwise("step %d, %s of the gradient rows vs the eager kernels"
                                 % (t, name), got[t_indices].cpu().numpy(),
                                 want[t_indices].cpu().numpy())
+            if not np.array_equal(deferred.last_step.cpu().numpy(), reference.last_step):
+                raise AssertionError("step %d: last_step differs from NumpyDeferredAdam's" % t)
 
         last = deferred.last_step.cpu().numpy()
         assert (last[rows * 9 // 10:] == 0).all(), "never-touched rows were replayed"
         assert (last < steps).sum() > rows // 10, "too few rows deferred to the final flush"
         deferred.flush(steps)
+        reference.flush()
         assert (deferred.last_step.cpu().numpy() == steps).all()
         label = "%s, %d x %d, wd %s..%s, %s" % (np.dtype(dtype).name, rows, cols, wd_of(1),
                                                wd_of(steps), params)
-        for name, got, want_gpu, want_np in zip(("weight", "mean", "var"), state, eager,
-                                               (w, m, v)):
+        for name, got, want_gpu, want_np, want_replay in zip(
+                ("weight", "mean", "var"), state, eager, (w, m, v),
+                (reference.weight, reference.mean, reference.var)):
+            got = got.cpu().numpy()
             _assert_bitwise("%s after the flush vs the eager kernels (%s)" % (name, label), got,
                             want_gpu.cpu().numpy())
-            _assert_bitwise("%s after the flush vs NumPy (%s)" % (name, label), got, want_np)
+            _assert_bitwise("%s after the flush vs numpy_step (%s)" % (name, label), got, want_np)
+            _assert_bitwise("%s after the flush vs NumpyDeferredAdam (%s)" % (name, label), got,
+                            want_replay)
         flushed = [a.clone() for a in state]
         deferred.flush(steps)
         for name, old, new in zip(("weight", "mean", "var", "last_step"), flushed, state):
             _assert_bitwise("%s after a second flush" % name, new, old.cpu().numpy())
-        print("ok  deferred bitwise equal to the eager kernels and NumPy after the flush, only "
-              "the gradient's rows written each step: %s, %d steps" % (label, steps))
+        print("ok  deferred bitwise equal to the eager kernels, numpy_step and "
+              "NumpyDeferredAdam after the flush, only the gradient's rows written each step: "
+              "%s, %d steps" % (label, steps))
     check_deferred_rejections(lib, torch)
 
 
@@ -513,7 +536,7 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     replays g missed steps for each of its rows, then updates them (gap 0: rows
     updated by the previous step, as the hot rows of CTR data).
     """
-    lr, wd = 1e-3, 1e-4
+    lr, wd = 1e-3, 1e-4  # (about 6 GiB of device memory at 1,000,000 x 128 in all)
     calls = repeat + 2  # cuda_time's two warm-up calls, then the timed ones
     base = max(list(gaps) + [1000]) + 2
     deferred = DeferredAdamKernels(lib, torch, torch.randn(rows, cols, device="cuda"),
@@ -544,7 +567,6 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     eager_state = [deferred.weight.clone(), deferred.mean.clone(), deferred.var.clone()]
     eager_ms = cuda_time(torch, lambda: kernels.step(*eager_state, values, index_sets[0], lr,
                                                      wd=wd), repeat)
-    del eager_state
     results.append(("eager gs_adam_update kernels (every row), index check", eager_ms))
     for gap in gaps:
         results.append(("deferred step: catch-up of the grad rows (%d missed step%s) + update"
@@ -570,14 +592,12 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     for name, setup in flush_cases:
         results.append((name, _events_ms(torch, setup, lambda: deferred.flush(step),
                                          max(3, repeat // 10))))
-    del deferred
 
     param = torch.nn.Parameter(torch.randn(rows, cols, device="cuda"))
     param.grad = torch.randn(rows, cols, device="cuda")
     fused = torch.optim.Adam([param], lr=lr, weight_decay=wd, fused=True)
     results.append(("torch.optim.Adam(fused=True), dense grad (standard Adam)",
                     cuda_time(torch, fused.step, repeat)))
-    del fused
     param.grad = None
     sparse = torch.optim.SparseAdam([param], lr=lr)
 
@@ -586,7 +606,6 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
         sparse.step()
     results.append(("torch.optim.SparseAdam, %d-row sparse grad (lazy Adam: another algorithm)"
                     % grad_rows, cuda_time(torch, sparse_step, repeat)))
-    del param, sparse
 
     print("\n#### Deferred standard Adam: %s, %d x %d float32, %d-row gradient "
           "(CUDA %s, PyTorch %s)\n" % (torch.cuda.get_device_name(), rows, cols, grad_rows,
@@ -611,8 +630,6 @@ def main(argv=None):
                              "(default 0 1 10 100 1000; --quick: 0 100)")
     parser.add_argument("--repeat", type=int, default=50,
                         help="timed calls per candidate (default 50; --quick: 10)")
-    parser.add_argument("--steps", type=int, default=300,
-                        help="steps of each deferred correctness case (default 300)")
     parser.add_argument("--quick", action="store_true",
                         help="time a 100,000-row weight with fewer repeats and gaps "
                              "(every correctness check still runs)")
@@ -634,7 +651,7 @@ def main(argv=None):
     kernels = AdamKernels(lib, torch)
     if not args.skip_correctness:
         check_eager_correctness(kernels, torch)
-        check_deferred_correctness(lib, kernels, torch, steps=args.steps)
+        check_deferred_correctness(lib, kernels, torch)
     if not args.skip_benchmark:
         benchmark(kernels, torch, args.rows, args.cols, args.repeat)
         benchmark_deferred(lib, kernels, torch, args.rows, args.cols, args.grad_rows, args.gaps,
