@@ -532,7 +532,8 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     """Deferred step vs eager step vs torch's Adam, and the flush; prints a markdown table.
 
     For the deferred step with gap g, call i (update step base + i) gets its own
-    random gradient rows, set beforehand to step base + i - 1 - g: each call
+    random gradient rows (disjoint from the other calls'), set beforehand to step
+    base + i - 1 - g: each call
     replays g missed steps for each of its rows, then updates them (gap 0: rows
     updated by the previous step, as the hot rows of CTR data).
     """
@@ -545,8 +546,13 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     deferred.mean.normal_(0.0, 1e-3)
     deferred.var.uniform_(0.0, 1e-6)
     deferred.history[1:] = torch.tensor([lr, wd, -1.0], device="cuda")
-    index_sets = [torch.sort(torch.randperm(rows, device="cuda")[:grad_rows]).values
-                  for _ in range(calls)]
+    if calls * grad_rows > rows:
+        raise ValueError("the timed deferred steps need (repeat + 2) x grad_rows = %d distinct "
+                         "rows, more than the weight's %d" % (calls * grad_rows, rows))
+    # Disjoint row sets: a row of a later call must not be ahead of an earlier call's step.
+    order = torch.randperm(rows, device="cuda")
+    index_sets = [torch.sort(order[i * grad_rows:(i + 1) * grad_rows]).values
+                  for i in range(calls)]
     values = torch.randn(grad_rows, cols, device="cuda")
     results = []
 
@@ -602,7 +608,8 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     sparse = torch.optim.SparseAdam([param], lr=lr)
 
     def sparse_step():
-        param.grad = torch.sparse_coo_tensor(index_sets[0][None], values, (rows, cols))
+        param.grad = torch.sparse_coo_tensor(index_sets[0][None], values, (rows, cols),
+                                             check_invariants=False)
         sparse.step()
     results.append(("torch.optim.SparseAdam, %d-row sparse grad (lazy Adam: another algorithm)"
                     % grad_rows, cuda_time(torch, sparse_step, repeat)))
