@@ -71,20 +71,29 @@ __global__ void catch_up_kernel(DeviceState<T> st, FixedScalars fixed,
       for (int64_t j = threadIdx.x; j < st.cols; j += blockDim.x) {
         other |= !(is_positive_zero(m[j]) && is_positive_zero(v[j]) && w[j] - w[j] == T(0));
       }
-      bool zero = !__syncthreads_or(other);
-      for (int64_t s = start + 1; s <= step; ++s) {
-        const StepRecord record = st.history[s];
-        if (zero && record.wd == 0.0f) continue;  // a fixed point: the step changes nothing
-        const AdamScalars<T> scalars = step_scalars<T>(record, fixed);
-        const bool clip = record.clip_gradient >= 0.0f;
-        for (int64_t j = threadIdx.x; j < st.cols; j += blockDim.x) {
-          if (clip) {
-            apply<true>(decay_grad(w[j], scalars), w + j, m + j, v + j, scalars);
+      const bool zero = !__syncthreads_or(other);
+      // Each thread replays its columns' missed steps in registers: one load
+      // and one store of weight, mean and var per element, however many steps
+      // the row missed. The skip decision depends only on `zero` and the
+      // step's wd, both the same in every thread, so every column skips the
+      // same steps, as the eager updates would have left them.
+      for (int64_t j = threadIdx.x; j < st.cols; j += blockDim.x) {
+        T wj = w[j], mj = m[j], vj = v[j];
+        bool skipping = zero;
+        for (int64_t s = start + 1; s <= step; ++s) {
+          const StepRecord record = st.history[s];
+          if (skipping && record.wd == 0.0f) continue;  // a fixed point: no change
+          skipping = false;
+          const AdamScalars<T> scalars = step_scalars<T>(record, fixed);
+          if (record.clip_gradient >= 0.0f) {
+            apply<true>(decay_grad(wj, scalars), &wj, &mj, &vj, scalars);
           } else {
-            apply<false>(decay_grad(w[j], scalars), w + j, m + j, v + j, scalars);
+            apply<false>(decay_grad(wj, scalars), &wj, &mj, &vj, scalars);
           }
         }
-        zero = false;
+        w[j] = wj;
+        m[j] = mj;
+        v[j] = vj;
       }
     }
     __syncthreads();  // `from` is rewritten for the next row
@@ -112,6 +121,17 @@ __global__ void find_stale_row_kernel(DeviceState<T> st, const int64_t* __restri
     if (__syncthreads_or(bad) && threadIdx.x == 0) {
       atomicMin(first_bad, static_cast<unsigned long long>(k));
     }
+  }
+}
+
+__global__ void find_invalid_last_step_kernel(const int64_t* __restrict__ last_step,
+                                              int64_t num_rows, int64_t step,
+                                              unsigned long long* first_bad) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < num_rows;
+       row += stride) {
+    const int64_t last = last_step[row];
+    if (last < 0 || last > step) atomicMin(first_bad, static_cast<unsigned long long>(row));
   }
 }
 
@@ -174,6 +194,32 @@ LaunchStatus find_stale_row(const DeviceState<T>& state, const int64_t* indices,
     err = cudaMemcpyAsync(row_step, state.last_step + *row, sizeof(*row_step),
                           cudaMemcpyDeviceToHost, s);
   }
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  return LaunchStatus{err == cudaSuccess ? nullptr : cudaGetErrorString(err)};
+}
+
+LaunchStatus find_invalid_last_step(const int64_t* last_step, int64_t num_rows, int64_t step,
+                                    void* workspace, void* stream, int64_t* row,
+                                    int64_t* row_step) {
+  *row = num_rows;
+  if (num_rows == 0) return LaunchStatus{nullptr};
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  auto* first_bad = static_cast<unsigned long long*>(workspace);
+  cudaError_t err = cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), s);
+  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
+  const int blocks = static_cast<int>(
+      std::min<int64_t>((num_rows + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));
+  find_invalid_last_step_kernel<<<blocks, kThreadsPerBlock, 0, s>>>(last_step, num_rows, step,
+                                                                     first_bad);
+  LaunchStatus status = last_error();
+  if (!status.ok()) return status;
+  unsigned long long bad = 0;
+  err = cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
+  if (bad >= static_cast<unsigned long long>(num_rows)) return LaunchStatus{nullptr};
+  *row = static_cast<int64_t>(bad);
+  err = cudaMemcpyAsync(row_step, last_step + *row, sizeof(*row_step), cudaMemcpyDeviceToHost, s);
   if (err == cudaSuccess) err = cudaStreamSynchronize(s);
   return LaunchStatus{err == cudaSuccess ? nullptr : cudaGetErrorString(err)};
 }

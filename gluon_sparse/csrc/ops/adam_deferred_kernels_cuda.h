@@ -60,6 +60,17 @@ LaunchStatus find_stale_row(const DeviceState<T>& state, const int64_t* indices,
                             int64_t* row, int64_t* row_step);
 
 /*!
+ * \brief Find the first row whose last_step lies outside [0, step] (a state
+ *        that does not belong to these weights), waiting for the answer.
+ *
+ * `workspace`: 8 bytes of device memory. `*row` receives that row (num_rows
+ * when none) and `*row_step` its last_step.
+ */
+LaunchStatus find_invalid_last_step(const int64_t* last_step, int64_t num_rows, int64_t step,
+                                    void* workspace, void* stream, int64_t* row,
+                                    int64_t* row_step);
+
+/*!
  * \brief Update `step`: write the step's record into the history, apply the
  *        gradient rows (grad: nnz x cols at sorted, checked `indices`) and set
  *        their last_step to `step`.

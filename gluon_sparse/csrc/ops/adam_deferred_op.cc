@@ -304,6 +304,12 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   return true;
 }
 
+/*! \brief The flush's error for a row whose last_step lies outside [0, step]. */
+void report_invalid_last_step(int64_t row, int64_t row_step, int64_t step) {
+  MX_ERROR_MSG << kFlushName << ": row " << row << " is at step " << row_step << ", outside [0, "
+               << step << "] (the state does not belong to these weights?)";
+}
+
 template <typename T>
 bool flush_cpu_typed(const Params& p, const Args& a, const gd::FixedScalars& fixed) {
   T* weight = static_cast<T*>(a.weight);
@@ -311,9 +317,7 @@ bool flush_cpu_typed(const Params& p, const Args& a, const gd::FixedScalars& fix
   T* var = static_cast<T*>(a.var);
   for (int64_t row = 0; row < a.num_rows; ++row) {
     if (a.last_step[row] > p.step || a.last_step[row] < 0) {
-      MX_ERROR_MSG << kFlushName << ": row " << row << " is at step " << a.last_step[row]
-                   << ", outside [0, " << p.step << "] (the state does not belong to these "
-                   << "weights?)";
+      report_invalid_last_step(row, a.last_step[row], p.step);
       return false;
     }
   }
@@ -429,10 +433,25 @@ MXReturnValue update_gpu(const Attrs& attrs, std::vector<MXTensor>* inputs,
 }
 
 template <typename T>
-const char* flush_gpu_typed(const Params& p, const Args& a, void* stream) {
-  return gd::cuda::launch_catch_up<T>(device_state<T>(a), {p.beta1, p.beta2, p.epsilon}, nullptr,
-                                      a.num_rows, p.step, stream)
-      .error;
+bool flush_gpu_typed(const Params& p, const Args& a, const OpResource& res, void* stream) {
+  // The same check as the CPU flush, before anything is written.
+  int64_t row = a.num_rows, row_step = 0;
+  auto status = gd::cuda::find_invalid_last_step(a.last_step, a.num_rows, p.step,
+                                                 res.alloc_gpu(sizeof(unsigned long long)),
+                                                 stream, &row, &row_step);
+  if (status.ok() && row < a.num_rows) {
+    report_invalid_last_step(row, row_step, p.step);
+    return false;
+  }
+  if (status.ok()) {
+    status = gd::cuda::launch_catch_up<T>(device_state<T>(a), {p.beta1, p.beta2, p.epsilon},
+                                          nullptr, a.num_rows, p.step, stream);
+  }
+  if (!status.ok()) {
+    MX_ERROR_MSG << kFlushName << ": CUDA error: " << status.error;
+    return false;
+  }
+  return true;
 }
 
 MXReturnValue flush_gpu(const Attrs& attrs, std::vector<MXTensor>* inputs,
@@ -444,13 +463,9 @@ MXReturnValue flush_gpu(const Attrs& attrs, std::vector<MXTensor>* inputs,
     return MX_FAIL;
   }
   void* stream = res.get_cuda_stream();
-  const char* error = a.dtype == kFloat64 ? flush_gpu_typed<double>(p, a, stream)
-                                          : flush_gpu_typed<float>(p, a, stream);
-  if (error != nullptr) {
-    MX_ERROR_MSG << kFlushName << ": CUDA error: " << error;
-    return MX_FAIL;
-  }
-  return MX_SUCCESS;
+  const bool ok = a.dtype == kFloat64 ? flush_gpu_typed<double>(p, a, res, stream)
+                                      : flush_gpu_typed<float>(p, a, res, stream);
+  return ok ? MX_SUCCESS : MX_FAIL;
 }
 #endif  // GLUON_SPARSE_WITH_CUDA
 
