@@ -14,6 +14,7 @@
 #include "adam_deferred_kernels.h"
 #include "adam_deferred_kernels_cuda.h"
 #include "adam_kernels_cuda.h"
+#include "harness_errors.h"
 
 namespace ga = gluon_sparse::adam;
 namespace gd = gluon_sparse::adam::deferred;
@@ -73,15 +74,7 @@ int update(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64
                                                           stream, &bad, &value, &previous)
                            : ga::cuda::LaunchStatus{nullptr};
     if (status.ok() && bad < nnz) {
-      if (value < 0 || value >= num_rows) {
-        std::snprintf(error, error_len, "grad row index %lld at position %lld is out of range "
-                      "for a weight of %lld rows", static_cast<long long>(value),
-                      static_cast<long long>(bad), static_cast<long long>(num_rows));
-      } else {
-        std::snprintf(error, error_len, "grad row indices must be sorted and unique, but index "
-                      "%lld at position %lld follows %lld", static_cast<long long>(value),
-                      static_cast<long long>(bad), static_cast<long long>(previous));
-      }
+      format_invalid_index(error, error_len, bad, value, previous, num_rows);
       return 1;
     }
     int64_t row = -1, row_step = 0;

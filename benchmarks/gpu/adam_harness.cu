@@ -12,6 +12,7 @@
 
 #include "adam_kernels.h"
 #include "adam_kernels_cuda.h"
+#include "harness_errors.h"
 
 namespace ga = gluon_sparse::adam;
 
@@ -31,15 +32,7 @@ int update(T* weight, T* mean, T* var, const T* grad, const int64_t* indices, in
       return 1;
     }
     if (bad < nnz) {
-      if (value < 0 || value >= num_rows) {
-        std::snprintf(error, error_len, "grad row index %lld at position %lld is out of range "
-                      "for a weight of %lld rows", static_cast<long long>(value),
-                      static_cast<long long>(bad), static_cast<long long>(num_rows));
-      } else {
-        std::snprintf(error, error_len, "grad row indices must be sorted and unique, but index "
-                      "%lld at position %lld follows %lld", static_cast<long long>(value),
-                      static_cast<long long>(bad), static_cast<long long>(previous));
-      }
+      format_invalid_index(error, error_len, bad, value, previous, num_rows);
       return 1;
     }
   }

@@ -19,6 +19,7 @@
 
 #include "adam_deferred_kernels.h"
 #include "adam_deferred_kernels_cuda.h"
+#include "cuda_search.cuh"
 
 namespace gluon_sparse {
 namespace adam {
@@ -173,29 +174,21 @@ LaunchStatus find_stale_row(const DeviceState<T>& state, const int64_t* indices,
   *position = nnz;
   if (nnz == 0) return LaunchStatus{nullptr};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  auto* first_bad = static_cast<unsigned long long*>(workspace);
-  cudaError_t err = cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  const int blocks = static_cast<int>(std::min<int64_t>(nnz, kMaxBlocks));
-  find_stale_row_kernel<T><<<blocks, row_block_threads(state.cols), 0, s>>>(state, indices, nnz,
-                                                                            step, first_bad);
-  LaunchStatus status = last_error();
-  if (!status.ok()) return status;
-  unsigned long long bad = 0;
-  err = cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  if (bad >= static_cast<unsigned long long>(nnz)) return LaunchStatus{nullptr};
-  *position = static_cast<int64_t>(bad);
+  LaunchStatus status = cuda_search::first_failing(
+      workspace, s, nnz,
+      [&](unsigned long long* first_bad) {
+        const int blocks = static_cast<int>(std::min<int64_t>(nnz, kMaxBlocks));
+        find_stale_row_kernel<T><<<blocks, row_block_threads(state.cols), 0, s>>>(
+            state, indices, nnz, step, first_bad);
+      },
+      position);
+  if (!status.ok() || *position == nnz) return status;
   // Read back only what the error message names: the row and its step.
-  err = cudaMemcpyAsync(row, indices + *position, sizeof(*row), cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  cudaError_t err = cuda_search::read_back(row, indices + *position, sizeof(*row), s);
   if (err == cudaSuccess) {
-    err = cudaMemcpyAsync(row_step, state.last_step + *row, sizeof(*row_step),
-                          cudaMemcpyDeviceToHost, s);
+    err = cuda_search::read_back(row_step, state.last_step + *row, sizeof(*row_step), s);
   }
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  return LaunchStatus{err == cudaSuccess ? nullptr : cudaGetErrorString(err)};
+  return cuda_search::status_of(err);
 }
 
 LaunchStatus find_invalid_last_step(const int64_t* last_step, int64_t num_rows, int64_t step,
@@ -204,24 +197,18 @@ LaunchStatus find_invalid_last_step(const int64_t* last_step, int64_t num_rows, 
   *row = num_rows;
   if (num_rows == 0) return LaunchStatus{nullptr};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  auto* first_bad = static_cast<unsigned long long*>(workspace);
-  cudaError_t err = cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  const int blocks = static_cast<int>(
-      std::min<int64_t>((num_rows + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));
-  find_invalid_last_step_kernel<<<blocks, kThreadsPerBlock, 0, s>>>(last_step, num_rows, step,
-                                                                     first_bad);
-  LaunchStatus status = last_error();
-  if (!status.ok()) return status;
-  unsigned long long bad = 0;
-  err = cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  if (bad >= static_cast<unsigned long long>(num_rows)) return LaunchStatus{nullptr};
-  *row = static_cast<int64_t>(bad);
-  err = cudaMemcpyAsync(row_step, last_step + *row, sizeof(*row_step), cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  return LaunchStatus{err == cudaSuccess ? nullptr : cudaGetErrorString(err)};
+  LaunchStatus status = cuda_search::first_failing(
+      workspace, s, num_rows,
+      [&](unsigned long long* first_bad) {
+        const int blocks = static_cast<int>(
+            std::min<int64_t>((num_rows + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks));
+        find_invalid_last_step_kernel<<<blocks, kThreadsPerBlock, 0, s>>>(last_step, num_rows,
+                                                                           step, first_bad);
+      },
+      row);
+  if (!status.ok() || *row == num_rows) return status;
+  return cuda_search::status_of(
+      cuda_search::read_back(row_step, last_step + *row, sizeof(*row_step), s));
 }
 
 template <typename T>

@@ -21,6 +21,7 @@
 
 #include "adam_kernels.h"
 #include "adam_kernels_cuda.h"
+#include "cuda_search.cuh"
 
 namespace gluon_sparse {
 namespace adam {
@@ -133,28 +134,22 @@ LaunchStatus find_invalid_index(const int64_t* indices, int64_t nnz, int64_t num
   *position = nnz;
   if (nnz == 0) return LaunchStatus{nullptr};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  auto* first_bad = static_cast<unsigned long long*>(workspace);
-  cudaError_t err = cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  find_invalid_index_kernel<<<grid_size(nnz), kThreadsPerBlock, 0, s>>>(indices, nnz, num_rows,
-                                                                         first_bad);
-  LaunchStatus status = last_error();
-  if (!status.ok()) return status;
-  unsigned long long bad = 0;
-  err = cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
-  if (bad >= static_cast<unsigned long long>(nnz)) return LaunchStatus{nullptr};
-  *position = static_cast<int64_t>(bad);
+  LaunchStatus status = cuda_search::first_failing(
+      workspace, s, nnz,
+      [&](unsigned long long* first_bad) {
+        find_invalid_index_kernel<<<grid_size(nnz), kThreadsPerBlock, 0, s>>>(indices, nnz,
+                                                                               num_rows, first_bad);
+      },
+      position);
+  if (!status.ok() || *position == nnz) return status;
+  // Read back only what the error message names: the index and its predecessor.
   int64_t pair[2] = {0, 0};
   const int64_t first = *position > 0 ? *position - 1 : 0;
-  err = cudaMemcpyAsync(pair, indices + first, (*position - first + 1) * sizeof(int64_t),
-                        cudaMemcpyDeviceToHost, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
-  if (err != cudaSuccess) return LaunchStatus{cudaGetErrorString(err)};
+  status = cuda_search::status_of(cuda_search::read_back(
+      pair, indices + first, (*position - first + 1) * sizeof(int64_t), s));
   *value = pair[*position - first];
   *previous = pair[0];
-  return LaunchStatus{nullptr};
+  return status;
 }
 
 template <typename T>
