@@ -123,6 +123,33 @@ def test_rows_read_stale_fail_the_update():
         mx.nd.waitall()
 
 
+def _resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_rows_never_touched_commit_no_state_memory():
+    """mean and var are lazily zeroed pages: only the rows a step writes cost memory."""
+    rows, cols = 1_000_000, 64  # 256 MB each for mean and var
+    w = mx.nd.ones((rows, cols))
+    w.wait_to_read()
+    before = _resident_bytes()
+    state = deferred.DeferredAdamState(w, B1, B2, EPS)
+    touched = np.arange(0, rows, rows // 100, dtype=np.int64)
+    grad = mx.nd.sparse.row_sparse_array((np.ones((len(touched), cols), "float32"), touched),
+                                         shape=(rows, cols))
+    state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
+    state.flush()  # wd = 0: the rows never touched are fixed points, read but not written
+    mx.nd.waitall()
+    grown = _resident_bytes() - before
+    assert grown < 64 * 2**20, "state of 100 touched rows committed %d MB" % (grown >> 20)
+    # and the state is what eager Adam gives: touched rows moved, the rest zero
+    moved = state.mean.asnumpy()[touched]
+    np.testing.assert_allclose(moved, (1 - B1) * np.ones_like(moved), rtol=1e-6)
+    assert state.var.asnumpy().sum(dtype=np.float64) == pytest.approx(100 * cols * (1 - B2), rel=1e-4)
+
+
 def test_op_rejects_bad_input():
     rows, cols = 6, 2
     w = mx.nd.ones((rows, cols))
