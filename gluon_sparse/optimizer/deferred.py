@@ -104,7 +104,11 @@ def _lazy_zeros(shape, ctx, dtype):
     lazy = mx.nd.from_numpy(np.zeros(shape, dtype=dtype), zero_copy=True)
     if lazy.context == ctx:
         return lazy
-    return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)  # another device (or CPU id)
+    return _zeros(shape, ctx, dtype)  # another device (or CPU id)
+
+
+def _zeros(shape, ctx, dtype):
+    return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
 
 
 def _unregister(pointer, owner, arrays):
@@ -135,9 +139,14 @@ class DeferredAdamState:
         The dense weight (one row per input feature).
     beta1, beta2, epsilon : float
         Adam's constants; they may not change during training.
+    lazy_zeros : bool
+        Create ``mean`` and ``var`` as lazily zeroed pages where possible
+        (CPU), so that rows never written commit no memory: what training
+        without weight decay wants. With weight decay every row is written
+        at the next flush, and MXNet's ``zeros`` (pooled memory) is cheaper.
     """
 
-    def __init__(self, weight, beta1, beta2, epsilon):
+    def __init__(self, weight, beta1, beta2, epsilon, lazy_zeros=True):
         if weight.stype != "default" or weight.ndim < 1:
             raise ValueError("deferred Adam needs a dense weight with rows, got a %s array of "
                              "shape %s" % (weight.stype, weight.shape))
@@ -146,8 +155,9 @@ class DeferredAdamState:
             raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
                             "float16 with multi_precision=True)" % dtype)
         ctx = weight.context
-        self.mean = _lazy_zeros(weight.shape, ctx, dtype)
-        self.var = _lazy_zeros(weight.shape, ctx, dtype)
+        zeros = _lazy_zeros if lazy_zeros else _zeros
+        self.mean = zeros(weight.shape, ctx, dtype)
+        self.var = zeros(weight.shape, ctx, dtype)
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
         self.history = mx.nd.zeros((_INITIAL_HISTORY, 3), ctx=ctx, dtype=np.float32)
         self.step = 0
@@ -374,7 +384,12 @@ def create_state(optimizer, index, weight):
                        "eagerly (standard Adam, full cost). Create the Trainer with "
                        "update_on_kvstore=False to defer", param.name)
         return None
-    state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon)
+    # With weight decay every row moves every step: all of mean and var get
+    # written at the next flush anyway, and MXNet's pooled memory (reused
+    # from earlier arrays) is cheaper to fill than fresh zero pages.
+    lazy_zeros = optimizer._get_wd(index) == 0
+    state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
+                              lazy_zeros=lazy_zeros)
     _patch_reduce(param)
     _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
     return state
