@@ -490,3 +490,17 @@ def test_early_stopping_restores_best_weights_for_good():
     restored = clf.module_[0].weight.data().asnumpy()
     flush(clf._trainer)
     np.testing.assert_array_equal(clf.module_[0].weight.data().asnumpy(), restored)
+
+
+def test_stopping_at_max_iter_warns_like_mlpclassifier():
+    """Unconverged fits warn with sklearn's ConvergenceWarning; converged ones do not."""
+    from sklearn.exceptions import ConvergenceWarning
+    X, y = sparse_blobs()
+    with pytest.warns(ConvergenceWarning, match="Maximum iterations \\(2\\)"):
+        SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=2, tol=0, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        # A huge tol: no improvement counts, so training stops early, converged.
+        model = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=50, tol=1e9,
+                                    n_iter_no_change=2, random_state=0).fit(X, y)
+    assert model.n_iter_ < 50
