@@ -14,7 +14,7 @@
 #include "adam_deferred_kernels.h"
 #include "adam_deferred_kernels_cuda.h"
 #include "adam_kernels_cuda.h"
-#include "harness_errors.h"
+#include "row_index_errors.h"
 
 namespace ga = gluon_sparse::adam;
 namespace gd = gluon_sparse::adam::deferred;
@@ -74,7 +74,9 @@ int update(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64
                                                           stream, &bad, &value, &previous)
                            : ga::cuda::LaunchStatus{nullptr};
     if (status.ok() && bad < nnz) {
-      format_invalid_index(error, error_len, bad, value, previous, num_rows);
+      std::snprintf(error, error_len, "%s",
+                    gluon_sparse::invalid_row_index_message(bad, value, previous, num_rows)
+                        .c_str());
       return 1;
     }
     int64_t row = -1, row_step = 0;

@@ -12,7 +12,7 @@
 
 #include "adam_kernels.h"
 #include "adam_kernels_cuda.h"
-#include "harness_errors.h"
+#include "row_index_errors.h"
 
 namespace ga = gluon_sparse::adam;
 
@@ -32,7 +32,9 @@ int update(T* weight, T* mean, T* var, const T* grad, const int64_t* indices, in
       return 1;
     }
     if (bad < nnz) {
-      format_invalid_index(error, error_len, bad, value, previous, num_rows);
+      std::snprintf(error, error_len, "%s",
+                    gluon_sparse::invalid_row_index_message(bad, value, previous, num_rows)
+                        .c_str());
       return 1;
     }
   }

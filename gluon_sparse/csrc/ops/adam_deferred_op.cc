@@ -243,7 +243,6 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
   return true;
 }
 
-
 bool report_stale_row(int64_t row, int64_t row_step, int64_t step) {
   if (row_step >= step || row_step < 0) {
     MX_ERROR_MSG << kUpdateName << ": row " << row << " is at step " << row_step
@@ -345,8 +344,10 @@ MXReturnValue update_cpu(const Attrs& attrs, std::vector<MXTensor>* inputs,
   }
   const int64_t bad = ga::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    gluon_sparse::report_invalid_row_index(kUpdateName, bad, a.indices[bad],
-                                           bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
+    MX_ERROR_MSG << kUpdateName << ": "
+                 << gluon_sparse::invalid_row_index_message(bad, a.indices[bad],
+                                                            bad > 0 ? a.indices[bad - 1] : 0,
+                                                            a.num_rows);
     return MX_FAIL;
   }
   const bool ok = a.dtype == kFloat64 ? update_cpu_typed<double>(p, a)
@@ -386,7 +387,8 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
     auto status = ga::cuda::find_invalid_index(a.indices, a.nnz, a.num_rows, workspace, stream,
                                                &bad, &value, &previous);
     if (status.ok() && bad < a.nnz) {
-      gluon_sparse::report_invalid_row_index(kUpdateName, bad, value, previous, a.num_rows);
+      MX_ERROR_MSG << kUpdateName << ": "
+                 << gluon_sparse::invalid_row_index_message(bad, value, previous, a.num_rows);
       return false;
     }
     int64_t row = -1, row_step = 0;

@@ -206,7 +206,6 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   return true;
 }
 
-
 /*!
  * \brief While alive, the calling thread flushes denormal results to zero and
  *        reads denormal inputs as zero (x86 MXCSR FTZ and DAZ), if `on`.
@@ -303,8 +302,10 @@ MXReturnValue forward_cpu(const std::unordered_map<std::string, std::string>& at
   // Validate every index before any memory is touched.
   const int64_t bad = ga::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    gluon_sparse::report_invalid_row_index(kOpName, bad, a.indices[bad],
-                                           bad > 0 ? a.indices[bad - 1] : 0, a.num_rows);
+    MX_ERROR_MSG << kOpName << ": "
+                 << gluon_sparse::invalid_row_index_message(bad, a.indices[bad],
+                                                            bad > 0 ? a.indices[bad - 1] : 0,
+                                                            a.num_rows);
     return MX_FAIL;
   }
   if (a.dtype == kFloat32) {
@@ -344,7 +345,8 @@ MXReturnValue forward_gpu(const std::unordered_map<std::string, std::string>& at
     }
   }
   if (bad < a.nnz) {
-    gluon_sparse::report_invalid_row_index(kOpName, bad, value, previous, a.num_rows);
+    MX_ERROR_MSG << kOpName << ": "
+                 << gluon_sparse::invalid_row_index_message(bad, value, previous, a.num_rows);
     return MX_FAIL;
   }
   const auto status = a.dtype == kFloat32 ? launch_gpu<float>(p, a, stream)
