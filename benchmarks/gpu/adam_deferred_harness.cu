@@ -14,7 +14,7 @@
 #include "adam_deferred_kernels.h"
 #include "adam_deferred_kernels_cuda.h"
 #include "adam_kernels_cuda.h"
-#include "row_index_errors.h"
+#include "harness_checks.h"
 
 namespace ga = gluon_sparse::adam;
 namespace gd = gluon_sparse::adam::deferred;
@@ -47,11 +47,7 @@ int catch_up(T* weight, T* mean, T* var, int64_t* last_step, float* history, int
   // rows == nullptr is the flush: every row, n = num_rows.
   const auto status = gd::cuda::launch_catch_up<T>(state, {beta1, beta2, epsilon}, rows,
                                                    rows ? n : num_rows, step, stream);
-  if (!status.ok()) {
-    std::snprintf(error, error_len, "CUDA error: %s", status.error);
-    return 1;
-  }
-  return 0;
+  return harness::failed(status, nullptr, error, error_len) ? 1 : 0;
 }
 
 /*! \brief update_gpu_typed of adam_deferred_op.cc, with its messages as text. */
@@ -69,29 +65,20 @@ int update(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64
   if (!check_capacity(step, capacity, error, error_len)) return 1;
   const auto state = device_state<T>(weight, mean, var, last_step, history, num_rows, cols);
   if (nnz > 0) {
-    int64_t bad = nnz, value = 0, previous = 0;
-    auto status = validate ? ga::cuda::find_invalid_index(indices, nnz, num_rows, workspace,
-                                                          stream, &bad, &value, &previous)
-                           : ga::cuda::LaunchStatus{nullptr};
-    if (status.ok() && bad < nnz) {
-      std::snprintf(error, error_len, "%s",
-                    gluon_sparse::invalid_row_index_message(bad, value, previous, num_rows)
-                        .c_str());
+    if (validate && !harness::indices_valid(indices, nnz, num_rows, workspace, stream, error,
+                                            error_len)) {
       return 1;
     }
-    int64_t row = -1, row_step = 0;
-    if (status.ok() && catch_up_rows) {
+    int64_t bad = nnz, row = -1, row_step = 0;
+    auto status = ga::cuda::LaunchStatus{nullptr};
+    if (catch_up_rows) {
       status = gd::cuda::launch_catch_up<T>(state, {beta1, beta2, epsilon}, indices, nnz,
                                             step - 1, stream);
-    } else if (status.ok() && validate) {
+    } else if (validate) {
       status = gd::cuda::find_stale_row<T>(state, indices, nnz, step, workspace, stream, &bad,
                                            &row, &row_step);
     }
-    if (!status.ok()) {
-      std::snprintf(error, error_len, "CUDA error while checking the gradient rows: %s",
-                    status.error);
-      return 1;
-    }
+    if (harness::failed(status, "checking the gradient rows", error, error_len)) return 1;
     if (bad < nnz) {
       std::snprintf(error, error_len, "row %lld is at step %lld but update %lld has a gradient "
                     "for it: it was read stale (not brought up to date first)",
@@ -103,11 +90,7 @@ int update(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64
   const auto s = ga::make_scalars<T>(lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient);
   const auto status = gd::cuda::launch_update<T>(state, s, {lr, wd, clip_gradient}, grad, indices,
                                                  nnz, step, stream);
-  if (!status.ok()) {
-    std::snprintf(error, error_len, "CUDA error: %s", status.error);
-    return 1;
-  }
-  return 0;
+  return harness::failed(status, nullptr, error, error_len) ? 1 : 0;
 }
 
 }  // namespace

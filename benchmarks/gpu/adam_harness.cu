@@ -8,11 +8,10 @@
  * Every function returns 0 on success, or 1 with a message in `error`.
  */
 #include <cstdint>
-#include <cstdio>
 
 #include "adam_kernels.h"
 #include "adam_kernels_cuda.h"
-#include "row_index_errors.h"
+#include "harness_checks.h"
 
 namespace ga = gluon_sparse::adam;
 
@@ -23,29 +22,14 @@ int update(T* weight, T* mean, T* var, const T* grad, const int64_t* indices, in
            int64_t num_rows, int64_t cols, float lr, float beta1, float beta2, float epsilon,
            float wd, float rescale_grad, float clip_gradient, int validate, void* workspace,
            void* stream, char* error, int error_len) {
-  if (validate) {
-    int64_t bad = nnz, value = 0, previous = 0;
-    const auto status = ga::cuda::find_invalid_index(indices, nnz, num_rows, workspace, stream,
-                                                     &bad, &value, &previous);
-    if (!status.ok()) {
-      std::snprintf(error, error_len, "CUDA error while checking indices: %s", status.error);
-      return 1;
-    }
-    if (bad < nnz) {
-      std::snprintf(error, error_len, "%s",
-                    gluon_sparse::invalid_row_index_message(bad, value, previous, num_rows)
-                        .c_str());
-      return 1;
-    }
+  if (validate && !harness::indices_valid(indices, nnz, num_rows, workspace, stream, error,
+                                          error_len)) {
+    return 1;
   }
   const auto s = ga::make_scalars<T>(lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient);
   const auto status = ga::cuda::launch_update<T>(s, clip_gradient >= 0.0f, weight, mean, var,
                                                  grad, indices, nnz, num_rows, cols, stream);
-  if (!status.ok()) {
-    std::snprintf(error, error_len, "CUDA error: %s", status.error);
-    return 1;
-  }
-  return 0;
+  return harness::failed(status, nullptr, error, error_len) ? 1 : 0;
 }
 
 }  // namespace
