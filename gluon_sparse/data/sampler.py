@@ -62,6 +62,9 @@ class PartitionSampler(Sampler):
         prepared_epoch, order = self._prepared
         if prepared_epoch == epoch:
             return order
+        return self._permutation(epoch)
+
+    def _permutation(self, epoch):
         return np.random.default_rng([self._seed, epoch]).permutation(self._share)
 
     def prepare(self, epoch=None):
@@ -74,7 +77,7 @@ class PartitionSampler(Sampler):
         """
         epoch = self.epoch if epoch is None else epoch
         if self._shuffle and self._prepared[0] != epoch:
-            self._prepared = (epoch, np.random.default_rng([self._seed, epoch]).permutation(self._share))
+            self._prepared = (epoch, self._permutation(epoch))
 
     def __iter__(self):
         order = self.indices()
