@@ -204,7 +204,6 @@ def check_batch_size(batch_size, num_features):
     counts as ``rows x num_features`` however sparse it is (256 x 10^7
     already fails in ``sparse.dot``). Returns the largest usable batch size.
     """
-    import mxnet as mx
     if num_features is None or mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE"):
         return batch_size
     largest = max(_INT32_ELEMENTS // max(int(num_features), 1), 1)

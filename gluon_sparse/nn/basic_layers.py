@@ -187,7 +187,6 @@ class FullyConnectedSparse(_SparseInputBlock):
         if weight_grad_stype not in ("row_sparse", "default"):
             raise ValueError("weight_grad_stype must be 'row_sparse' or 'default', got %r"
                              % (weight_grad_stype,))
-        self._units = units
         self._output_units = units
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(in_units, units),
