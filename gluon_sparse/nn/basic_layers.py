@@ -215,7 +215,7 @@ class FullyConnectedSparse(_SparseInputBlock):
     def __repr__(self):
         in_units = self.in_units or None
         return "{name}({in_units} -> {units}, {act}, grad_stype={gs})".format(
-            name=self.__class__.__name__, in_units=in_units, units=self._units,
+            name=self.__class__.__name__, in_units=in_units, units=self._output_units,
             act=self.act._act_type if self.act is not None else "linear",
             gs=self.weight._grad_stype)
 
