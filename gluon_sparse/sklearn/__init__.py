@@ -6,11 +6,15 @@
 ``SparseNetClassifier`` / ``SparseNetRegressor`` train any Gluon block.
 All accept scipy sparse matrices, dense arrays, LibSVM paths and
 :class:`~gluon_sparse.data.LibSVMDataset` inputs, pickle as plain numpy arrays,
-and save to / load from a directory with :meth:`save` and :func:`load`.
+and save to / load from a model directory with :meth:`save` and :func:`load`.
+
+The package's layout (one module per concern) is described in
+:mod:`gluon_sparse.sklearn._base`.
 """
-from ._io import load
+from ._context import available_context, parse_context
+from ._persistence import load, save
 from .mlp import SparseMLPClassifier, SparseMLPRegressor
 from .net import SparseNetClassifier, SparseNetRegressor
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
-           "SparseNetRegressor", "load"]
+           "SparseNetRegressor", "load", "save", "parse_context", "available_context"]

@@ -12,8 +12,10 @@ from mxnet import gluon
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..nn import FullyConnectedSparse
-from ._base import (BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin,
-                    initialize_param)
+from ._base import BaseSparseNet
+from ._hyperparams import estimator_init
+from ._params import initialize_param
+from ._tasks import SparseClassifierMixin, SparseRegressorMixin
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor"]
 
@@ -23,6 +25,8 @@ _ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu":
 
 class _BaseSparseMLP(BaseSparseNet):
     """Network construction shared by the MLP classifier and regressor."""
+
+    __init__ = estimator_init(hidden_layer_sizes=(100,), activation="relu")
 
     _parameter_constraints = {
         **BaseSparseNet._parameter_constraints,
@@ -170,28 +174,6 @@ class SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP):
     (3,)
     """
 
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
-                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
-                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
-                 optimizer="sparseadam", ctx="cpu"):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx
-
 
 class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):
     __doc__ = """Multi-layer perceptron regressor whose first layer is sparse.
@@ -211,25 +193,3 @@ class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):
     >>> reg.fit(X, np.asarray(X.sum(axis=1)).ravel()).predict(X[:3]).shape
     (3,)
     """
-
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
-                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
-                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
-                 optimizer="sparseadam", ctx="cpu"):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx

@@ -17,15 +17,16 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 
 import mxnet as mx
 import numpy as np
-from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import check_random_state
+from sklearn.base import BaseEstimator
 
 from .._version import __version__
 from ._context import available_context
+from ._params import module_param_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -34,18 +35,16 @@ __all__ = ["save", "load", "PARAMS_FILE", "META_FILE"]
 PARAMS_FILE = "network.params"
 META_FILE = "estimator.json"
 FORMAT = "gluon-sparse-estimator"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the estimator named by import path
 
 # Fitted attributes stored verbatim in the JSON (numbers, booleans or lists of numbers).
 _FITTED_NUMBERS = ("n_features_in_", "n_outputs_", "n_iter_", "t_", "loss_", "loss_curve_",
                    "best_loss_", "validation_scores_", "best_validation_score_", "zero_based_")
 
 
-def _estimator_classes():
-    from .mlp import SparseMLPClassifier, SparseMLPRegressor
-    from .net import SparseNetClassifier, SparseNetRegressor
-    return {cls.__name__: cls for cls in (SparseMLPClassifier, SparseMLPRegressor,
-                                           SparseNetClassifier, SparseNetRegressor)}
+# Format 1 named the estimator by its bare class name, one of these public ones.
+_LEGACY_ESTIMATOR_NAMES = {"SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
+                           "SparseNetRegressor"}
 
 
 def _import_name(obj):
@@ -68,6 +67,29 @@ def _resolve_import_name(name):
     for part in qualname.split("."):
         found = getattr(found, part)
     return found
+
+
+def _estimator_class(name, meta_path):
+    """The estimator class that ``estimator.json`` names by import path.
+
+    Only classes of gluon-sparse itself or of modules the program has already
+    imported are resolved: reading a model must not import arbitrary code.
+    """
+    if name in _LEGACY_ESTIMATOR_NAMES:
+        name = "gluon_sparse.sklearn:" + name
+    module = name.split(":")[0] if isinstance(name, str) and name.count(":") == 1 else None
+    if module is None or not (module == "gluon_sparse" or module.startswith("gluon_sparse.")
+                              or module in sys.modules):
+        raise ValueError("%s names an unknown estimator %r (a gluon-sparse estimator class, or "
+                         "one of a module imported before load)" % (meta_path, name))
+    try:
+        cls = _resolve_import_name(name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError("%s names an unknown estimator %r: %s" % (meta_path, name, err)) from err
+    if not (isinstance(cls, type) and issubclass(cls, BaseEstimator)
+            and hasattr(cls, "_reset_fitted_state")):
+        raise ValueError("%s names %r, which is not a gluon-sparse estimator" % (meta_path, name))
+    return cls
 
 
 def _encode_param(name, value):
@@ -156,7 +178,7 @@ def save(estimator, path):
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "gluon_sparse_version": __version__,
-        "estimator": type(estimator).__name__,
+        "estimator": _import_name(type(estimator)) or type(estimator).__name__,
         "params": {name: _encode_param(name, value)
                    for name, value in estimator.get_params(deep=False).items()},
         "fitted": {name: getattr(estimator, name) for name in _FITTED_NUMBERS
@@ -214,32 +236,34 @@ def load(path, **params):
     if meta.get("format_version", 0) > FORMAT_VERSION:
         raise ValueError("%s was written by a newer gluon-sparse (format %s, this one reads %d)"
                          % (meta_path, meta.get("format_version"), FORMAT_VERSION))
-    classes = _estimator_classes()
-    if meta.get("estimator") not in classes:
-        raise ValueError("%s names an unknown estimator %r" % (meta_path, meta.get("estimator")))
-    cls = classes[meta["estimator"]]
+    cls = _estimator_class(meta.get("estimator"), meta_path)
     unknown = set(params) - set(meta["params"])
     if unknown:
         raise TypeError("load() got parameters %s that %s does not have"
                         % (sorted(unknown), cls.__name__))
     estimator = cls(**{name: _decode_param(name, value, params)
                        for name, value in meta["params"].items()})
-    for name, value in meta["fitted"].items():
-        setattr(estimator, name, value)
+    fitted = dict(meta["fitted"])
     if "classes" in meta:
-        estimator.classes_ = _decode_classes(meta["classes"])
-        estimator._label_encoder = LabelEncoder()
-        estimator._label_encoder.classes_ = estimator.classes_
-    estimator._ctx = available_context(estimator.ctx)
-    estimator._random_state = check_random_state(estimator.random_state)
-    estimator._no_improvement_count = 0
-    estimator._best_params = None
-    estimator._trainer = None
-    module = estimator._build_module(estimator.n_outputs_)
+        fitted["classes_"] = _decode_classes(meta["classes"])
+    params_path = os.path.join(path, PARAMS_FILE)
+    arrays = _read_param_arrays(params_path)
+    estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted,
+                                  module_params=arrays)
     try:
-        module.load_parameters(os.path.join(path, PARAMS_FILE), ctx=estimator._ctx)
-    except (mx.base.MXNetError, AssertionError, OSError) as err:
+        estimator._get_module()  # built now, so that a mismatch is reported by load
+    except (ValueError, AssertionError, mx.base.MXNetError) as err:
         raise ValueError("%s does not hold the parameters of this %s: %s"
-                         % (os.path.join(path, PARAMS_FILE), cls.__name__, err)) from err
-    estimator._module = module
+                         % (params_path, cls.__name__, err)) from err
     return estimator
+
+
+def _read_param_arrays(params_path):
+    """``{name: numpy array}`` from an MXNet ``.params`` file."""
+    try:
+        loaded = mx.nd.load(params_path)
+    except (mx.base.MXNetError, OSError) as err:
+        raise ValueError("%s could not be read: %s" % (params_path, err)) from err
+    if not isinstance(loaded, dict):
+        raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
+    return {name: array.asnumpy() for name, array in loaded.items()}
