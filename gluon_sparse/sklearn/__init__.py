@@ -12,9 +12,10 @@ The package's layout (one module per concern) is described in
 :mod:`gluon_sparse.sklearn._base`.
 """
 from ._context import available_context, parse_context
-from ._persistence import load, save
+from ._persistence import check_model_dir_writable, is_model_dir, load, save
 from .mlp import SparseMLPClassifier, SparseMLPRegressor
 from .net import SparseNetClassifier, SparseNetRegressor
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
-           "SparseNetRegressor", "load", "save", "parse_context", "available_context"]
+           "SparseNetRegressor", "load", "save", "is_model_dir", "check_model_dir_writable",
+           "parse_context", "available_context"]
