@@ -505,3 +505,33 @@ def test_stopping_at_max_iter_warns_like_mlpclassifier():
         model = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=50, tol=1e9,
                                     n_iter_no_change=2, random_state=0).fit(X, y)
     assert model.n_iter_ < 50
+
+
+def test_first_predictions_of_an_unpickled_estimator_from_many_threads():
+    # The network is rebuilt on first use after unpickling; threads that all
+    # predict first at once (released together by the barrier) must neither
+    # fail nor get different numbers.
+    import threading
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0).fit(X, y)
+    expected = clf.predict_proba(X)
+    for _ in range(3):
+        copy = pickle.loads(pickle.dumps(clf))
+        barrier = threading.Barrier(6)
+        results, errors = [None] * 6, []
+
+        def predict(i):
+            barrier.wait()
+            try:
+                results[i] = copy.predict_proba(X)
+            except Exception as err:  # noqa: BLE001 -- reported below
+                errors.append(repr(err))
+
+        threads = [threading.Thread(target=predict, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        for result in results:
+            np.testing.assert_array_equal(result, expected)
