@@ -535,3 +535,20 @@ def test_first_predictions_of_an_unpickled_estimator_from_many_threads():
         assert errors == []
         for result in results:
             np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("damage, cause", [(lambda data: data[:len(data) // 2], "truncated"),
+                                           (lambda data: data[:5], "truncated"),
+                                           (lambda data: b"", "truncated"),
+                                           (lambda data: b"#" * len(data), "not an MXNet")],
+                         ids=["half", "5 bytes", "empty", "garbage"])
+def test_damaged_network_params_is_one_line_naming_file_and_cause(tmp_path, damage, cause):
+    X, y = sparse_blobs()
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y).save(tmp_path / "m")
+    params = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip() / "network.params"
+    params.write_bytes(damage(params.read_bytes()))
+    with pytest.raises(ValueError) as info:
+        load(tmp_path / "m")
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert str(params) in message and cause in message

@@ -164,7 +164,21 @@ def _param_arrays_from_bytes(buffer, params_path):
     try:
         loaded = mx.nd.load_frombuffer(buffer)
     except mx.base.MXNetError as err:
-        raise ValueError("%s could not be read: %s" % (params_path, err)) from err
+        raise ValueError("%s could not be read: %s" % (params_path, _mxnet_load_cause(err))) from None
     if not isinstance(loaded, dict):
         raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
     return {name: array.asnumpy() for name, array in loaded.items()}
+
+
+def _mxnet_load_cause(err):
+    """What went wrong in ``mx.nd.load``, in words, on one line.
+
+    MXNet's message is a C++ traceback whose last line is a failed check.
+    """
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    check = lines[-1].replace("MXNetError:", "").strip() if lines else ""
+    if "Invalid NDArray file format" in check:
+        return "not an MXNet parameter file (its header is not MXNet's)"
+    if "buffer_size_" in check:  # dmlc's MemoryFixedSizeStream read past the end
+        return "the file is truncated (it ends before the arrays its header announces)"
+    return "MXNet cannot parse it (%s)" % (check or type(err).__name__)
