@@ -1,4 +1,5 @@
 """Behaviour of the scikit-learn estimators against NumPy, scipy and scikit-learn references."""
+import json
 import pickle
 import warnings
 
@@ -552,3 +553,50 @@ def test_damaged_network_params_is_one_line_naming_file_and_cause(tmp_path, dama
     message = str(info.value)
     assert "\n" not in message and "Traceback" not in message
     assert str(params) in message and cause in message
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SparseMLPClassifier(hidden_layer_sizes=(16, 4), alpha=0, max_iter=3, random_state=0),
+    lambda: SparseNetRegressor(module=FullyConnectedSparse, alpha=0, max_iter=3, random_state=0),
+], ids=["mlp", "net"])
+def test_saved_model_stores_only_trained_rows_and_loads_bit_for_bit(tmp_path, make):
+    # 40,000 features of which the samples use ~400: the rows of the others
+    # never move (alpha=0) and are left to the initialiser's seed.
+    rng = np.random.RandomState(0)
+    used = rng.choice(40000, 400, replace=False)
+    X = sp.csr_matrix((rng.rand(300 * 4), (np.repeat(np.arange(300), 4), rng.choice(used, 1200))),
+                      shape=(300, 40000), dtype=np.float32)
+    y = (np.asarray(X.sum(axis=1)).ravel() > 1).astype(int)
+    model = make().fit(X, y)
+    model.save(tmp_path / "m")
+    version = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip()
+    first = next(iter(model.module_.collect_params().values())).data().asnumpy()  # (40000, units)
+    assert first.shape[0] == 40000
+    assert (version / "network.params").stat().st_size < first.nbytes / 20
+    stored = mx.nd.load(str(version / "network.params"))  # MXNet's own format still
+    sparse = [array for array in stored.values() if array.stype == "row_sparse"]
+    assert len(sparse) == 1 and set(sparse[0].indices.asnumpy()) <= set(used)
+    loaded = load(tmp_path / "m")
+    for (name, param), (_, restored) in zip(model.module_._collect_params_with_prefix().items(),
+                                            loaded.module_._collect_params_with_prefix().items()):
+        np.testing.assert_array_equal(restored.data().asnumpy(), param.data().asnumpy(), name)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    # The initialiser's values are checked: other values are an error, not another model.
+    meta_path = version / "estimator.json"
+    meta = json.loads(meta_path.read_text())
+    name = next(iter(meta["rows_left_to_initialiser"]))
+    meta["rows_left_to_initialiser"][name]["crc32"] += 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="cannot be regenerated"):
+        load(tmp_path / "m")
+
+
+def test_weight_decay_moves_every_row_and_the_model_is_stored_whole(tmp_path):
+    X, y = sparse_blobs(n_features=20000)
+    model = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=1e-2, max_iter=2,
+                                random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    version = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip()
+    assert all(array.stype == "default"
+               for array in mx.nd.load(str(version / "network.params")).values())
+    np.testing.assert_array_equal(load(tmp_path / "m").predict_proba(X), model.predict_proba(X))

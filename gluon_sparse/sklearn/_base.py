@@ -25,6 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
 from . import _persistence
+from ..data import csr_to_ndarray
 from ._context import available_context
 from ._data import is_libsvm_source, load_libsvm_source
 from ._hyperparams import COMMON_CONSTRAINTS
@@ -51,17 +52,49 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
     def _build_module(self, n_outputs):
         """Return a new, uninitialised Gluon block with ``n_outputs`` outputs."""
 
-    def _initialize_module(self, module, seed):
-        """Initialise the parameters of the new ``module`` on ``self._ctx``.
+    def _initialize_module(self, module, seed, ctx):
+        """Initialise the parameters of the new ``module`` on ``ctx``.
 
         ``seed`` (an int drawn from ``random_state``) makes the result
-        reproducible. This default runs MXNet's initializers: the ones the
-        block's parameters name, Glorot uniform for the others.
+        reproducible: the same seed must give the same values bit for bit on
+        the CPU, since a saved model leaves the rows never trained to it (see
+        :mod:`._compact`). This default runs MXNet's initializers: the ones
+        the block's parameters name, Glorot uniform for the others.
         """
-        # MXNet's CPU initializers are deterministic given the context's seed.
-        mx.random.seed(seed, ctx=self._ctx)
+        # MXNet's initializers are deterministic given the context's seed.
+        mx.random.seed(seed, ctx=ctx)
         module.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3),
-                          ctx=self._ctx)
+                          ctx=ctx)
+
+    def _initial_param_arrays(self):
+        """The parameters the fitted network started from, regenerated on the CPU.
+
+        ``{name: numpy array}`` for every parameter whose shape is known
+        before the first forward pass; empty if the seed is unknown (an
+        estimator pickled before seeds were kept).
+        """
+        seed = getattr(self, "_init_seed", None)
+        if seed is None:
+            return {}
+        module = self._build_module(self.n_outputs_)
+        self._initialize_module(module, seed, mx.cpu())
+        params = module._collect_params_with_prefix()
+        if any(param._deferred_init for param in params.values()):
+            # Shapes known only at the first forward pass, where training
+            # initialised them too (nothing random runs in between): one
+            # pass over an empty row does it the same way.
+            try:
+                module(csr_to_ndarray(sp.csr_matrix((1, self.n_features_in_), dtype=np.float32),
+                                      np.float32, mx.cpu()))
+            except Exception:  # noqa: BLE001 -- a network that takes no such row
+                pass  # its deferred parameters are then stored in full
+        arrays = {}
+        for name, param in params.items():
+            try:
+                arrays[name] = param.data().asnumpy()
+            except mx.gluon.parameter.DeferredInitializationError:
+                pass  # stored in full
+        return arrays
 
     # ------------------------------------------------------------------ fitted state
     def _reset_fitted_state(self, ctx, fitted=None, module_params=None):

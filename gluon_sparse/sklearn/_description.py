@@ -28,8 +28,10 @@ FORMAT = "gluon-sparse-estimator"
 FORMAT_VERSION = 2
 
 # Fitted attributes stored verbatim in the JSON (numbers, booleans or lists of numbers).
+# _init_seed: the seed of the initial weights (the rows a save leaves to it).
 _FITTED_NUMBERS = ("n_features_in_", "n_outputs_", "n_iter_", "t_", "loss_", "loss_curve_",
-                   "best_loss_", "validation_scores_", "best_validation_score_", "zero_based_")
+                   "best_loss_", "validation_scores_", "best_validation_score_", "zero_based_",
+                   "_init_seed")
 
 
 # Format 1 named the estimator by its bare class name, one of these public ones.

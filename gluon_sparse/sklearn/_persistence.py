@@ -23,6 +23,7 @@ import os
 import mxnet as mx
 
 from .. import _fileio
+from ._compact import compact_param_arrays, expand_param_arrays
 from ._context import available_context
 from ._description import describe, estimator_from_description
 from ._params import module_param_arrays
@@ -92,11 +93,12 @@ def save(estimator, path):
     """
     check_model_dir_writable(path)
     arrays = module_param_arrays(estimator.module_)  # raises NotFittedError first
-    meta = describe(estimator)
+    to_save, left_out = compact_param_arrays(arrays, estimator._initial_param_arrays())
+    del arrays
+    meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
 
     def write(directory):
-        mx.nd.save(os.path.join(directory, PARAMS_FILE),
-                   {name: mx.nd.array(value, dtype=value.dtype) for name, value in arrays.items()})
+        mx.nd.save(os.path.join(directory, PARAMS_FILE), to_save)
         with open(os.path.join(directory, META_FILE), "w") as f:
             json.dump(meta, f, indent=1, default=float)
 
@@ -148,26 +150,29 @@ def load(path, **params):
     except ValueError as err:  # UnicodeDecodeError is one
         raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
     estimator, fitted = estimator_from_description(meta, meta_path, params)
-    arrays = _param_arrays_from_bytes(contents[PARAMS_FILE], params_path)
-    estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted,
-                                  module_params=arrays)
+    loaded = _ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
+    del contents
+    estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
+    arrays = expand_param_arrays(loaded, meta.get("rows_left_to_initialiser", {}),
+                                 estimator._initial_param_arrays, params_path)
+    del loaded
     try:
-        estimator._get_module()  # built now, so that a mismatch is reported by load
+        estimator._install_params(arrays)  # now, so that a mismatch is reported by load
     except (ValueError, AssertionError, mx.base.MXNetError) as err:
         raise ValueError("%s does not hold the parameters of this %s: %s"
                          % (params_path, type(estimator).__name__, err)) from err
     return estimator
 
 
-def _param_arrays_from_bytes(buffer, params_path):
-    """``{name: numpy array}`` from the bytes of an MXNet ``.params`` file."""
+def _ndarrays_from_bytes(buffer, params_path):
+    """``{name: NDArray}`` from the bytes of an MXNet ``.params`` file."""
     try:
         loaded = mx.nd.load_frombuffer(buffer)
     except mx.base.MXNetError as err:
         raise ValueError("%s could not be read: %s" % (params_path, _mxnet_load_cause(err))) from None
     if not isinstance(loaded, dict):
         raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
-    return {name: array.asnumpy() for name, array in loaded.items()}
+    return loaded
 
 
 def _mxnet_load_cause(err):

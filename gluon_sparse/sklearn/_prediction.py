@@ -36,13 +36,18 @@ class PredictionMixin:
                                  % type(self).__name__)
         with self._module_lock:
             if self._module is None:
-                module = self._build_module(self.n_outputs_)
-                set_module_params(module, self._module_params, self._ctx)
-                # Published only once whole: another thread waiting on the
-                # lock then finds it and does not rebuild.
-                self._module = module
-                self._module_params = None
+                self._install_params(self._module_params)
             return self._module
+
+    def _install_params(self, arrays):
+        """Build the network with the parameters ``arrays`` (``{name: numpy array}``) now."""
+        with self._module_lock:
+            module = self._build_module(self.n_outputs_)
+            set_module_params(module, arrays, self._ctx)
+            # Published only once whole: another thread waiting on the lock
+            # then finds it and does not rebuild.
+            self._module = module
+            self._module_params = None
 
     @property
     def module_(self):

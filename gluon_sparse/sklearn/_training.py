@@ -7,7 +7,7 @@ validated input in, a trained ``self._module`` out, with scikit-learn
 
 What it needs from the rest of the estimator:
 
-- ``_build_module(n_outputs)`` / ``_initialize_module(module, seed)``: the
+- ``_build_module(n_outputs)`` / ``_initialize_module(module, seed, ctx)``: the
   network family (mlp.py, net.py);
 - the task hooks of :mod:`._tasks` (``_encode_targets``, ``_loss``,
   ``_score_encoded``, ``_validation_stratify``, ``_multi_output_targets``,
@@ -107,10 +107,11 @@ class TrainingMixin:
                 "best_validation_score_": -np.inf if self.early_stopping else None}
 
     def _new_module(self, n_outputs):
-        # Same random_state -> same seed -> same initial weights.
-        seed = int(self._random_state.randint(np.iinfo(np.int32).max))
+        # Same random_state -> same seed -> same initial weights. The seed is
+        # kept: a saved model leaves the rows still at their initial values to it.
+        self._init_seed = int(self._random_state.randint(np.iinfo(np.int32).max))
         module = self._build_module(n_outputs)
-        self._initialize_module(module, seed)
+        self._initialize_module(module, self._init_seed, self._ctx)
         return module
 
     def _batch_size(self, n_samples):
