@@ -8,14 +8,14 @@ All accept scipy sparse matrices, dense arrays, LibSVM paths and
 :class:`~gluon_sparse.data.LibSVMDataset` inputs, pickle as plain numpy arrays,
 and save to / load from a model directory with :meth:`save` and :func:`load`.
 
-The package's layout (one module per concern) is described in
-:mod:`gluon_sparse.sklearn._base`.
+The package's layout (one module per concern, and where a new estimator
+goes) is described in ``gluon_sparse/sklearn/_base.py`` and the user guide.
 """
-from ._context import available_context, parse_context
+from ._context import parse_context
 from ._persistence import check_model_dir_writable, is_model_dir, load, save
 from .mlp import SparseMLPClassifier, SparseMLPRegressor
 from .net import SparseNetClassifier, SparseNetRegressor
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
            "SparseNetRegressor", "load", "save", "is_model_dir", "check_model_dir_writable",
-           "parse_context", "available_context"]
+           "parse_context"]
