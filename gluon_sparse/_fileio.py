@@ -124,8 +124,9 @@ def _read_pointer(path):
 
 
 def _is_own_entry(name):
-    return name in (POINTER_FILE, _LOCK_FILE) or name.startswith(_TMP_PREFIX) or bool(
-        _VERSION.match(name))
+    # ".CURRENT.tmp-*": atomic_file's temporary, left by a kill while replacing the pointer.
+    return (name in (POINTER_FILE, _LOCK_FILE) or name.startswith(_TMP_PREFIX)
+            or name.startswith("." + POINTER_FILE + ".tmp-") or bool(_VERSION.match(name)))
 
 
 def versioned_directory_state(path, legacy_files=()):

@@ -72,7 +72,8 @@ def test_sigkill_at_random_points_and_at_each_commit_point(tmp_path, models):
     entries, expected = [], {}
     for i in range(6):  # random points of a loop of saves of B, A, B, ...
         entries.append({"dir": str(tmp_path / ("random%d" % i)), "stage": None, "max_delay": 0.8})
-    for stage, after in (("version-renamed", ("a", "b", "c")), ("pointer-replaced", ("x", "y", "z")),
+    for stage, after in (("version-renamed", ("a", "b", "c")),
+                         ("pointer-replaced", ("x", "y", "z")),
                          ("cleaned", ("x", "y", "z"))):  # replacing A by B, killed at `stage`
         entries.append({"dir": str(tmp_path / ("replace-" + stage)), "stage": stage})
         expected[entries[-1]["dir"]] = after
@@ -89,6 +90,11 @@ def test_sigkill_at_random_points_and_at_each_commit_point(tmp_path, models):
     assert worker.returncode == 0
     ends = [json.loads(line) for line in out.splitlines()]
     assert [end["end"] for end in ends] == ["killed"] * len(entries)
+    # What a kill can leave at points too short to hit at random: a half-written
+    # pointer's temporary file, a half-written version, a version never named.
+    (Path(entries[0]["dir"]) / ".CURRENT.tmp-x1").write_text("v-0")
+    (Path(entries[0]["dir"]) / ".tmp-x2").mkdir()
+    (Path(entries[0]["dir"]) / "v-000999").mkdir()
     for entry in entries:
         path = Path(entry["dir"])
         classes = assert_whole_model(path, models)
