@@ -301,6 +301,9 @@ def _remove_old_layout_leftovers(path):
 
     ``.<name>.tmp-*``: an interrupted first save; ``.<name>.old-*``: the
     copies of the flat layout's saves, which renamed the old model aside.
+    (A first save of the same new directory running at this very moment in
+    another process loses its temporary and fails with an error: first saves
+    are not serialised by the lock, which lives inside the directory.)
     """
     parent, base = os.path.split(path)
     for name in os.listdir(parent):

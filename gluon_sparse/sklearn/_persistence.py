@@ -169,7 +169,8 @@ def _ndarrays_from_bytes(buffer, params_path):
     try:
         loaded = mx.nd.load_frombuffer(buffer)
     except mx.base.MXNetError as err:
-        raise ValueError("%s could not be read: %s" % (params_path, _mxnet_load_cause(err))) from None
+        raise ValueError("%s could not be read: %s"
+                         % (params_path, _mxnet_load_cause(err))) from err
     if not isinstance(loaded, dict):
         raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
     return loaded
