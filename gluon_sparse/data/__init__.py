@@ -11,10 +11,11 @@ from .dataiter import SparseNDArrayIter
 from .dataset import CSRDataset, LibSVMDataset
 from .libsvm import load_libsvm
 from .loader import SparseDataLoader
+from .multilabel import MultiLabelDataset, MultiLabelLoader, load_multilabel
 from .prefetch import Prefetcher
 from .sampler import BatchSampler, PartitionSampler
 from .stream import LibSVMStream
 
 __all__ = ["load_libsvm", "LibSVMDataset", "CSRDataset", "SparseDataLoader", "SparseNDArrayIter",
            "LibSVMStream", "Prefetcher", "PartitionSampler", "BatchSampler", "CSRBatchify",
-           "csr_to_ndarray"]
+           "csr_to_ndarray", "load_multilabel", "MultiLabelDataset", "MultiLabelLoader"]
