@@ -102,3 +102,23 @@ def test_top_k_scores_argument_errors():
         top_k_scores(h, w, mx.nd.zeros(9), 1)
     with pytest.raises(ValueError, match="label_chunk"):
         top_k_scores(h, w, None, 1, label_chunk=0)
+
+
+def test_precision_and_ndcg_against_sklearn():
+    import scipy.sparse as sp
+    from sklearn.metrics import ndcg_score
+    from gluon_sparse.nn.topk import ndcg_at_k, precision_at_k
+    rng = np.random.default_rng(3)
+    Y = sp.csr_matrix((rng.random((40, 30)) < 0.1).astype(np.float32))
+    Y[0, 5] = 1  # at least one positive in every row for sklearn's nDCG
+    Y = sp.csr_matrix(Y + sp.csr_matrix(np.eye(40, 30)))
+    Y.data[:] = 1
+    scores = rng.standard_normal((40, 30))
+    ids = np.argsort(-scores, axis=1)[:, :5]
+    dense = Y.toarray()
+    for k in (1, 3, 5):
+        ref_p = np.mean([dense[i, ids[i, :k]].sum() / k for i in range(40)])
+        assert precision_at_k(Y, ids, k) == pytest.approx(ref_p)
+        assert ndcg_at_k(Y, ids, k) == pytest.approx(ndcg_score(dense, scores, k=k))
+    with pytest.raises(ValueError, match="at least 5 predictions"):
+        precision_at_k(Y, ids[:, :3], 5)

@@ -11,10 +11,11 @@ smaller label id, NaN scores after all numbers; the order of NumPy's
 """
 import mxnet as mx
 import numpy as np
+import scipy.sparse as sp
 
 from .. import _native
 
-__all__ = ["top_k_scores", "merge_top_k"]
+__all__ = ["top_k_scores", "merge_top_k", "precision_at_k", "ndcg_at_k"]
 
 
 def merge_top_k(scores, prev_score, prev_id, offset=0):
@@ -97,3 +98,67 @@ def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
         ids_out[r0:r1] = best_id.asnumpy()
         scores_out[r0:r1] = best.asnumpy()
     return ids_out, scores_out
+
+
+def _hits(Y, ids):
+    """(rows, k) 0/1 matrix: whether ``ids[i, j]`` is a positive of row i of the indicator ``Y``."""
+    Y = sp.csr_matrix(Y)
+    if Y.shape[0] != ids.shape[0]:
+        raise ValueError("the indicator has %d rows but the predictions %d"
+                         % (Y.shape[0], ids.shape[0]))
+    hits = np.zeros(ids.shape)
+    for i in range(ids.shape[0]):
+        positives = Y.indices[Y.indptr[i]:Y.indptr[i + 1]][Y.data[Y.indptr[i]:Y.indptr[i + 1]] != 0]
+        hits[i] = np.isin(ids[i], positives)
+    return hits, np.diff(Y.indptr)
+
+
+def precision_at_k(Y, ids, k):
+    """Precision@k of ranked predictions: mean over rows of ``|top-k ∩ Y_i| / k``.
+
+    Parameters
+    ----------
+    Y : scipy.sparse matrix of shape (rows, num_labels)
+        The true label indicator.
+    ids : numpy.ndarray of shape (rows, >= k)
+        Predicted label ids, best first (as :func:`top_k_scores` returns).
+    k : int
+
+    Returns
+    -------
+    float
+    """
+    ids = np.asarray(ids)[:, :k]
+    if ids.shape[1] < k:
+        raise ValueError("precision@%d needs at least %d predictions per row, got %d"
+                         % (k, k, ids.shape[1]))
+    hits, _ = _hits(Y, ids)
+    return float(hits.sum(axis=1).mean() / k)
+
+
+def ndcg_at_k(Y, ids, k):
+    """nDCG@k with binary relevance: ``DCG@k / IDCG@k`` averaged over rows.
+
+    ``DCG@k = sum_{j<=k} y_j / log2(j + 1)``; the ideal DCG ranks the row's
+    ``min(k, |Y_i|)`` positives first. Rows without positives count as 0.
+
+    Parameters
+    ----------
+    Y : scipy.sparse matrix of shape (rows, num_labels)
+    ids : numpy.ndarray of shape (rows, >= k)
+    k : int
+
+    Returns
+    -------
+    float
+    """
+    ids = np.asarray(ids)[:, :k]
+    if ids.shape[1] < k:
+        raise ValueError("nDCG@%d needs at least %d predictions per row, got %d"
+                         % (k, k, ids.shape[1]))
+    hits, counts = _hits(Y, ids)
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = hits @ discount
+    ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(counts, k)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.where(ideal > 0, dcg / ideal, 0.0).mean())
