@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from mxnet.gluon import HybridBlock
 
 from .. import _native
+from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
 from .samplers import make_sampler
 from .topk import top_k_scores
 
@@ -271,11 +272,14 @@ class SampledOutput(HybridBlock):
         ids, target, correction = self.candidates(labels, batch)
         dtype = np.dtype(self.weight.dtype)
         ctx = h.context
-        selector = mx.nd.sparse.csr_matrix(
-            (np.ones(ids.size, dtype=dtype), ids, np.arange(ids.size + 1, dtype=np.int64)),
-            shape=(ids.size, self._num_labels), ctx=ctx, dtype=dtype)
-        target = mx.nd.array(target, ctx=ctx, dtype=dtype)
-        correction = mx.nd.array(correction, ctx=ctx, dtype=dtype)
+        # Built in this thread (data.batchify's helpers): mx.nd.array and
+        # sparse.csr_matrix copy through the engine and wait behind the
+        # previous step's queued work, which costs more than the step itself.
+        selector = csr_parts_to_ndarray(np.ones(ids.size, dtype=dtype), ids,
+                                        np.arange(ids.size + 1, dtype=np.int64),
+                                        (ids.size, self._num_labels), dtype, ctx)
+        target = array_to_ndarray(target.astype(dtype), ctx)
+        correction = array_to_ndarray(correction.astype(dtype), ctx)
         return super().forward(h, selector, target, correction)
 
     def hybrid_forward(self, F, h, selector, target, correction, weight, bias=None):
