@@ -18,7 +18,8 @@ from mxnet import autograd, gluon
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 from tqdm.auto import tqdm
 
 from ..data import csr_to_ndarray
@@ -186,34 +187,46 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
         return _MultiLabelNet(hidden, output)
 
     # ------------------------------------------------------------------ targets
-    def _encode_labels(self, y, first_pass, n_samples, drop_unknown=False):
+    def _encode_labels(self, y, first_pass, n_samples, drop_unknown=False, classes=None):
         """``Y`` as a CSR indicator in the fitted class order (fit: learn that order).
 
         Labels not seen at fit are an error, or dropped with ``drop_unknown``
-        (scoring: no prediction can hit them).
+        (scoring: no prediction can hit them). ``classes`` (first
+        ``partial_fit``): every label there will ever be.
         """
+        if y is None:
+            raise ValueError("%s requires y to be passed, but the target y is None"
+                             % type(self).__name__)
+        if not sp.issparse(y) and not isinstance(y, (list, tuple)):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = column_or_1d(y, warn=True)  # a column of labels, as scikit-learn reads it
+            if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
+                y = sp.csr_matrix(y)
         if sp.issparse(y):
             Y = sp.csr_matrix(y, dtype=np.float32)
             if Y.shape[0] != n_samples:
                 raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
+            if not np.all(np.isin(Y.data, (0, 1))):
+                raise ValueError("a label indicator Y holds only 0 and 1")
             if first_pass:
                 self.classes_, self.multilabel_ = np.arange(Y.shape[1]), True
             elif Y.shape[1] != len(self.classes_):
                 raise ValueError("Y has %d columns but the model was fitted with %d labels"
                                  % (Y.shape[1], len(self.classes_)))
             Y.eliminate_zeros()
-            Y.data[:] = 1
             return Y
-        if isinstance(y, np.ndarray) and y.ndim == 2:
-            raise ValueError("give a dense indicator Y as scipy.sparse.csr_matrix(Y) (a huge "
-                             "label set does not fit a dense matrix)")
         if len(y) != n_samples:
             raise ValueError("y has %d rows but X has %d" % (len(y), n_samples))
-        multilabel = not (isinstance(y, np.ndarray) and y.ndim == 1) and all(
+        multilabel = not isinstance(y, np.ndarray) and all(
             isinstance(labels, (list, tuple, set, frozenset, np.ndarray)) for labels in y)
+        if not multilabel:
+            y = column_or_1d(y)
+            check_classification_targets(y)  # continuous, NaN and inf targets are refused
         rows = [list(labels) for labels in y] if multilabel else [[label] for label in y]
         if first_pass:
-            binarizer = MultiLabelBinarizer(sparse_output=True).fit(rows)
+            binarizer = MultiLabelBinarizer(sparse_output=True).fit(
+                rows if classes is None else [list(classes)])
             # The labels' own dtype (int, str), not the binarizer's object array.
             self.classes_ = np.array(binarizer.classes_.tolist())
             self.multilabel_ = multilabel
@@ -224,7 +237,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
         for row in rows:
             unknown = [label for label in row if label not in known]
             if unknown:
-                raise ValueError("y has labels %r that were not seen at fit" % (unknown[:10],))
+                raise ValueError("y has labels %r that are not among the classes %s"
+                                 % (unknown[:10], "seen at fit" if classes is None
+                                    else "passed as classes"))
         return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
 
     def _learn_label_order(self, Y):
@@ -244,13 +259,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
 
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
-        if sample_weight is not None:
-            raise ValueError("%s does not support sample_weight" % type(self).__name__)
-        if y is None:
-            raise ValueError("%s needs the labels Y" % type(self).__name__)
         first_pass = not self._is_fitted() or not (self.warm_start or incremental)
         X = self._validate_X(X, reset=first_pass)
-        Y = self._encode_labels(y, first_pass, X.shape[0])
+        Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         optimizer = registered_optimizer(self.optimizer)
         if first_pass:
             self._learn_label_order(Y)
@@ -267,16 +280,18 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
             if optimizer == "sparseadam":
                 options["deferred"] = True
             self._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
-        self._train(X, self._internal(Y), incremental)
+        self._train(X, self._internal(Y), sample_weight, incremental)
         return self
 
-    def _train(self, X, Y, incremental):
+    def _train(self, X, Y, sample_weight, incremental):
         X_val = Y_val = None
         if self.early_stopping and not incremental:
             order = self._random_state.permutation(X.shape[0])
             n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
             X_val, Y_val = X[order[:n_val]], Y[order[:n_val]]
             X, Y = X[order[n_val:]], Y[order[n_val:]]
+            if sample_weight is not None:
+                sample_weight = sample_weight[order[n_val:]]
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
         n = X.shape[0]
         batch = min(n, 256 if self.batch_size == "auto" else self.batch_size)
@@ -288,15 +303,22 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
             for start in range(0, n, batch):
                 rows = np.sort(order[start:start + batch])
                 x = csr_to_ndarray(X[rows], np.float32, ctx)
+                weight_sum = len(rows)
                 with autograd.record():
                     losses = module(x, Y[rows])
+                    if sample_weight is not None:
+                        weight_sum = float(sample_weight[rows].sum())
+                        losses = losses * mx.nd.array(sample_weight[rows], ctx=ctx)
+                if weight_sum <= 0:
+                    continue  # every row of the batch has weight 0
                 losses.backward()
-                trainer.optimizer.wd = self.alpha / len(rows)
-                trainer.step(len(rows))
+                trainer.optimizer.wd = self.alpha / weight_sum
+                trainer.step(weight_sum)
                 total += losses.sum()
             self.n_iter_ += 1
             self.t_ += n
-            self.loss_ = float(total.asscalar()) / n
+            self.loss_ = float(total.asscalar()) / (
+                n if sample_weight is None else max(float(sample_weight.sum()), 1e-12))
             self.loss_curve_.append(self.loss_)
             if X_val is not None:
                 score = self._precision_at_1(X_val, Y_val)
@@ -393,9 +415,19 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
         hits = np.array([Y[i, best[i, 0]] != 0 for i in range(X.shape[0])], dtype=np.float64)
         return float(np.average(hits, weights=sample_weight))
 
-    def partial_fit(self, X, y):
-        """One epoch over ``(X, y)`` from the current weights (the first call fixes the labels)."""
-        return self._check_params_and_fit(X, y, incremental=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch over ``(X, y)`` from the current weights.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : indicator matrix, list of label lists, or 1-D labels
+        classes : array-like, optional
+            Every label there will ever be (first call; default: those of ``y``).
+        sample_weight : array-like of shape (n_samples,), optional
+        """
+        return self._check_params_and_fit(X, y, sample_weight, incremental=True,
+                                          classes=classes)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
