@@ -10,8 +10,11 @@ __all__ = ["build_parser"]
 # The reference model (128-8-1, batch 10) with SparseAdam's exact deferred
 # standard updates, whose step costs what the batch's rows cost. An L2 penalty
 # (--alpha > 0) moves every weight row at every step, so it is off by default.
+# Learning rate 1e-3 (Adam's usual default) and 4 epochs: on the reference
+# dataset the held-out log-loss falls at every epoch up to the 4th (3e-3 and 5
+# epochs, the defaults of 0.1, overfit from the 2nd epoch on).
 DEFAULT_HIDDEN = (128, 8)
-DEFAULT_EPOCHS = 5
+DEFAULT_EPOCHS = 4
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_LR = 1e-3
 DEFAULT_VALIDATION_FRACTION = 0.2

@@ -16,7 +16,7 @@ from ._errors import InputError
 from ._metrics import format_metrics, metrics
 from ._parser import DEFAULT_VALIDATION_FRACTION
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("gluon_sparse.cli")
 
 
 def train(args):
