@@ -6,12 +6,52 @@ temporary file beside the destination, flushed to disk and renamed over it in
 one ``os.replace``, so a reader sees the old file or the new one, never a
 half-written one, and a crash leaves at most a hidden temporary file behind
 (named ``.<name>.tmp-*``, removed when the write fails in Python).
+
+A set of files that must change together (a model: its parameters and its
+description) is a *versioned directory*, written by
+:func:`write_versioned_directory` and read by :func:`read_versioned_directory`::
+
+    model/
+        CURRENT          "v-000007\n": the version readers use, replaced atomically
+        v-000007/        the current version: immutable once named
+        v-000006/        the previous one, kept until the next save so that a
+                         reader that resolved it just before the switch can finish
+        .lock            held (flock) by a writer for the whole save
+
+A new version is written in full under a hidden ``.tmp-*`` name, flushed,
+renamed to ``v-<n>`` and only then named by ``CURRENT``, so at every instant,
+and after a crash at any point, ``CURRENT`` names a whole version. Each save
+removes what crashed saves left (``.tmp-*``, versions never named) and every
+version older than the previous one.
 """
 import contextlib
 import os
+import re
+import shutil
 import tempfile
 
-__all__ = ["atomic_file", "fsync_directory"]
+try:
+    import fcntl
+except ImportError:  # not POSIX: saves of one directory must then not overlap
+    fcntl = None
+
+__all__ = ["atomic_file", "fsync_directory", "write_versioned_directory",
+           "read_versioned_directory", "versioned_directory_state", "POINTER_FILE"]
+
+POINTER_FILE = "CURRENT"
+_LOCK_FILE = ".lock"
+_TMP_PREFIX = ".tmp-"
+_VERSION = re.compile(r"^v-(\d{6,})$")
+
+# Tests set this to a function called with the name of each commit point of a
+# versioned save ("version-renamed", "pointer-replaced", "cleaned"), e.g. to
+# SIGKILL the process right there.
+_fault_hook = None
+
+
+def _fault_point(stage):
+    if _fault_hook is not None:
+        _fault_hook(stage)
 
 
 def fsync_directory(directory):
@@ -68,3 +108,264 @@ def atomic_file(path, mode="w", **open_kwargs):
             os.remove(tmp)
         raise
     fsync_directory(directory)
+
+
+def _read_pointer(path):
+    """The version ``path/CURRENT`` names, or None when there is no pointer."""
+    try:
+        with open(os.path.join(path, POINTER_FILE)) as f:
+            name = f.read().strip()
+    except FileNotFoundError:
+        return None
+    if not _VERSION.match(name):
+        raise ValueError("%s is corrupt: it names %r, not a version directory"
+                         % (os.path.join(path, POINTER_FILE), name))
+    return name
+
+
+def _is_own_entry(name):
+    return name in (POINTER_FILE, _LOCK_FILE) or name.startswith(_TMP_PREFIX) or bool(
+        _VERSION.match(name))
+
+
+def versioned_directory_state(path, legacy_files=()):
+    """What ``path`` holds, for a writer deciding whether it may replace it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    legacy_files : sequence of str
+        Names of the files of the flat layout used before versioned directories.
+
+    Returns
+    -------
+    {'missing', 'empty', 'versioned', 'legacy', 'leftovers', 'other'}
+        ``'versioned'``: a ``CURRENT`` pointer; ``'legacy'``: the flat files
+        (``legacy_files[0]`` among them) and nothing else; ``'leftovers'``:
+        only what a crashed first save leaves; ``'other'``: anything else
+        (a file, a directory with foreign content), which a writer must not replace.
+    """
+    path = os.fspath(path)
+    if not os.path.lexists(path):
+        return "missing"
+    if not os.path.isdir(path) or os.path.islink(path):
+        return "other"
+    entries = os.listdir(path)
+    if not entries:
+        return "empty"
+    if POINTER_FILE in entries:
+        return "versioned"
+    if all(_is_own_entry(name) for name in entries):
+        return "leftovers"
+    if legacy_files and legacy_files[0] in entries and all(
+            _is_own_entry(name) or name in legacy_files for name in entries):
+        return "legacy"
+    return "other"
+
+
+@contextlib.contextmanager
+def _writer_lock(path):
+    """Hold ``path/.lock`` exclusively: one writer at a time (released by the OS on a crash)."""
+    fd = os.open(os.path.join(path, _LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _fsync_tree(directory):
+    for root, _, files in os.walk(directory):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_directory(root)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def write_versioned_directory(path, write, legacy_files=()):
+    """Write a new version of the versioned directory ``path`` and make it current.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The directory; created if missing. An existing one must be a
+        versioned directory, empty, a flat ``legacy_files`` layout or the
+        leftovers of a crashed first save: anything else is refused.
+    write : callable
+        ``write(directory)`` writes the version's files into the new, empty
+        ``directory`` (with ordinary ``open``: they are flushed to disk here).
+        If it raises, nothing changes at ``path`` but a temporary directory
+        removed on the way out (or, after a crash, by the next save).
+    legacy_files : sequence of str
+        Files of a flat pre-versioning layout: kept while they are the
+        previous version, removed by the save after.
+
+    Returns
+    -------
+    str
+        The new version's directory.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and is something else.
+    """
+    path = os.path.abspath(os.fspath(path))
+    state = versioned_directory_state(path, legacy_files)
+    if state == "other":
+        raise FileExistsError("refusing to replace %s: it exists and is not a %s"
+                              % (path, "directory" if not os.path.isdir(path) else
+                                 "model directory (it holds other files)"))
+    if state == "missing":
+        written = _write_first_version(path, write)
+        if written is not None:
+            return written
+        # Another process created the directory meanwhile: save as a new version.
+    with _writer_lock(path):
+        previous = _read_pointer(path)
+        tmp = tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path)
+        try:
+            write(tmp)
+            _fsync_tree(tmp)
+            numbers = [int(m.group(1)) for m in map(_VERSION.match, os.listdir(path)) if m]
+            version = "v-%06d" % (max(numbers, default=0) + 1)
+            os.rename(tmp, os.path.join(path, version))
+        except BaseException:
+            _remove(tmp)
+            raise
+        fsync_directory(path)
+        _fault_point("version-renamed")
+        with atomic_file(os.path.join(path, POINTER_FILE)) as f:
+            f.write(version + "\n")
+        _fault_point("pointer-replaced")
+        keep = {POINTER_FILE, _LOCK_FILE, version, previous}
+        if previous is None:
+            keep.update(legacy_files)  # the flat model stays readable until the next save
+        for name in os.listdir(path):
+            if name not in keep and (_is_own_entry(name) or name in legacy_files):
+                _remove(os.path.join(path, name))
+        _remove_old_layout_leftovers(path)
+        _fault_point("cleaned")
+    return os.path.join(path, version)
+
+
+def _write_first_version(path, write):
+    """Create ``path`` whole: its first version and pointer built beside it, one rename.
+
+    Nothing appears at ``path`` before the model is complete; an interrupted
+    write leaves only a hidden ``.<name>.tmp-*`` beside it, removed by the
+    next save. Returns None if ``path`` appeared meanwhile.
+    """
+    parent, base = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + base + ".tmp-", dir=parent)
+    try:
+        version = "v-%06d" % 1
+        os.mkdir(os.path.join(tmp, version))
+        write(os.path.join(tmp, version))
+        with open(os.path.join(tmp, POINTER_FILE), "w") as f:
+            f.write(version + "\n")
+        _fsync_tree(tmp)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if not os.path.lexists(path):
+                raise
+            _remove(tmp)
+            return None
+    except BaseException:
+        _remove(tmp)
+        raise
+    fsync_directory(parent)
+    _fault_point("pointer-replaced")
+    _remove_old_layout_leftovers(path)
+    _fault_point("cleaned")
+    return os.path.join(path, version)
+
+
+def _remove_old_layout_leftovers(path):
+    """Remove the hidden directories that crashed saves left beside ``path``.
+
+    ``.<name>.tmp-*``: an interrupted first save; ``.<name>.old-*``: the
+    copies of the flat layout's saves, which renamed the old model aside.
+    """
+    parent, base = os.path.split(path)
+    for name in os.listdir(parent):
+        if (name.startswith("." + base + ".tmp-") or name.startswith("." + base + ".old-")) \
+                and os.path.isdir(os.path.join(parent, name)):
+            _remove(os.path.join(parent, name))
+
+
+def read_versioned_directory(path, names, legacy_files=(), attempts=100):
+    """Read the files ``names`` of the current version of ``path``, all from one version.
+
+    The pointer is read once and every file opened from the version it
+    names. If a save removed that version in between (readers take no
+    lock, and a version is kept until the save after the one that replaced
+    it), the read starts again from the new pointer.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    names : sequence of str
+        Files to read; each must exist in the version.
+    legacy_files : sequence of str
+        A directory without ``CURRENT`` holding ``legacy_files[0]`` is read as
+        one flat version.
+    attempts : int
+        How many versions to try while saves keep replacing them.
+
+    Returns
+    -------
+    version_dir : str
+        The directory the files were read from (for messages).
+    contents : dict of str to bytes
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a versioned directory (nor a legacy one), or a file
+        is missing from its current version.
+    """
+    path = os.fspath(path)
+    for _ in range(attempts):
+        version = _read_pointer(path)
+        if version is None:
+            if not (legacy_files and os.path.isfile(os.path.join(path, legacy_files[0]))):
+                raise FileNotFoundError("%s is not a model directory (no %s%s)"
+                                        % (path, POINTER_FILE, " nor %s" % legacy_files[0]
+                                           if legacy_files else ""))
+            directory = path
+        else:
+            directory = os.path.join(path, version)
+        handles = {}
+        try:
+            for name in names:
+                handles[name] = open(os.path.join(directory, name), "rb")
+        except FileNotFoundError:
+            if _read_pointer(path) != version:
+                continue  # replaced while we opened it: read the new one
+            raise
+        finally:
+            if len(handles) < len(names):
+                for handle in handles.values():
+                    handle.close()
+        # Open files stay readable even if a save removes the version now.
+        contents = {}
+        for name, handle in handles.items():
+            with handle:
+                contents[name] = handle.read()
+        return directory, contents
+    raise RuntimeError("%s was replaced %d times while being read" % (path, attempts))

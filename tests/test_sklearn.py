@@ -1,4 +1,5 @@
 """Behaviour of the scikit-learn estimators against NumPy, scipy and scikit-learn references."""
+import json
 import pickle
 import warnings
 
@@ -277,13 +278,14 @@ def test_save_load_round_trip(tmp_path):
         estimator.fit(X, target).set_params(ctx="gpu:0" if mx.context.num_gpus() == 0 else "cpu")
         path = tmp_path / type(estimator).__name__
         estimator.save(path)
-        assert sorted(p.name for p in path.iterdir()) == ["estimator.json", "network.params"]
+        version = path / (path / "CURRENT").read_text().strip()
+        assert sorted(p.name for p in version.iterdir()) == ["estimator.json", "network.params"]
         loaded = type(estimator).load(path)
         np.testing.assert_array_equal(loaded.predict(X), estimator.predict(X))
         assert loaded.get_params() == estimator.get_params()
         assert loaded.loss_curve_ == estimator.loss_curve_
         # MXNet's own format: a plain nd.load reads the parameters.
-        assert set(mx.nd.load(str(path / "network.params"))) == set(
+        assert set(mx.nd.load(str(version / "network.params"))) == set(
             estimator.module_._collect_params_with_prefix())
     with pytest.raises(TypeError, match="holds a SparseMLPRegressor"):
         SparseMLPClassifier.load(path)
@@ -306,13 +308,13 @@ def test_interrupted_save_leaves_previous_model(tmp_path, monkeypatch):
     clf.save(tmp_path / "m")
     before = load(tmp_path / "m").predict_proba(X)
 
-    def interrupted(self, filename, deduplicate=False):
+    def interrupted(filename, data):
         with open(filename, "wb") as f:
             f.write(b"half")
         raise KeyboardInterrupt
 
     retrained = clone(clf).set_params(random_state=1).fit(X, y)
-    monkeypatch.setattr(mx.gluon.Block, "save_parameters", interrupted)
+    monkeypatch.setattr(mx.nd, "save", interrupted)
     with pytest.raises(KeyboardInterrupt):
         retrained.save(tmp_path / "m")
     assert [p.name for p in tmp_path.iterdir()] == ["m"]
@@ -504,3 +506,97 @@ def test_stopping_at_max_iter_warns_like_mlpclassifier():
         model = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=50, tol=1e9,
                                     n_iter_no_change=2, random_state=0).fit(X, y)
     assert model.n_iter_ < 50
+
+
+def test_first_predictions_of_an_unpickled_estimator_from_many_threads():
+    # The network is rebuilt on first use after unpickling; threads that all
+    # predict first at once (released together by the barrier) must neither
+    # fail nor get different numbers.
+    import threading
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0).fit(X, y)
+    expected = clf.predict_proba(X)
+    for _ in range(3):
+        copy = pickle.loads(pickle.dumps(clf))
+        barrier = threading.Barrier(6)
+        results, errors = [None] * 6, []
+
+        def predict(i):
+            barrier.wait()
+            try:
+                results[i] = copy.predict_proba(X)
+            except Exception as err:  # noqa: BLE001 -- reported below
+                errors.append(repr(err))
+
+        threads = [threading.Thread(target=predict, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        for result in results:
+            np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("damage, cause", [(lambda data: data[:len(data) // 2], "truncated"),
+                                           (lambda data: data[:5], "truncated"),
+                                           (lambda data: b"", "truncated"),
+                                           (lambda data: b"#" * len(data), "not an MXNet")],
+                         ids=["half", "5 bytes", "empty", "garbage"])
+def test_damaged_network_params_is_one_line_naming_file_and_cause(tmp_path, damage, cause):
+    X, y = sparse_blobs()
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y).save(tmp_path / "m")
+    params = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip() / "network.params"
+    params.write_bytes(damage(params.read_bytes()))
+    with pytest.raises(ValueError) as info:
+        load(tmp_path / "m")
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert str(params) in message and cause in message
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SparseMLPClassifier(hidden_layer_sizes=(16, 4), alpha=0, max_iter=3, random_state=0),
+    lambda: SparseNetRegressor(module=FullyConnectedSparse, alpha=0, max_iter=3, random_state=0),
+], ids=["mlp", "net"])
+def test_saved_model_stores_only_trained_rows_and_loads_bit_for_bit(tmp_path, make):
+    # 40,000 features of which the samples use ~400: the rows of the others
+    # never move (alpha=0) and are left to the initialiser's seed.
+    rng = np.random.RandomState(0)
+    used = rng.choice(40000, 400, replace=False)
+    X = sp.csr_matrix((rng.rand(300 * 4), (np.repeat(np.arange(300), 4), rng.choice(used, 1200))),
+                      shape=(300, 40000), dtype=np.float32)
+    y = (np.asarray(X.sum(axis=1)).ravel() > 1).astype(int)
+    model = make().fit(X, y)
+    model.save(tmp_path / "m")
+    version = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip()
+    first = next(iter(model.module_.collect_params().values())).data().asnumpy()  # (40000, units)
+    assert first.shape[0] == 40000
+    assert (version / "network.params").stat().st_size < first.nbytes / 20
+    stored = mx.nd.load(str(version / "network.params"))  # MXNet's own format still
+    sparse = [array for array in stored.values() if array.stype == "row_sparse"]
+    assert len(sparse) == 1 and set(sparse[0].indices.asnumpy()) <= set(used)
+    loaded = load(tmp_path / "m")
+    for (name, param), (_, restored) in zip(model.module_._collect_params_with_prefix().items(),
+                                            loaded.module_._collect_params_with_prefix().items()):
+        np.testing.assert_array_equal(restored.data().asnumpy(), param.data().asnumpy(), name)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    # The initialiser's values are checked: other values are an error, not another model.
+    meta_path = version / "estimator.json"
+    meta = json.loads(meta_path.read_text())
+    name = next(iter(meta["rows_left_to_initialiser"]))
+    meta["rows_left_to_initialiser"][name]["crc32"] += 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="cannot be regenerated"):
+        load(tmp_path / "m")
+
+
+def test_weight_decay_moves_every_row_and_the_model_is_stored_whole(tmp_path):
+    X, y = sparse_blobs(n_features=20000)
+    model = SparseMLPClassifier(hidden_layer_sizes=(8,), alpha=1e-2, max_iter=2,
+                                random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    version = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip()
+    assert all(array.stype == "default"
+               for array in mx.nd.load(str(version / "network.params")).values())
+    np.testing.assert_array_equal(load(tmp_path / "m").predict_proba(X), model.predict_proba(X))

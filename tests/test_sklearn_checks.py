@@ -5,7 +5,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.sklearn import (SparseMLPClassifier, SparseMLPRegressor, SparseNetClassifier,
                                   SparseNetRegressor)
-from gluon_sparse.sklearn._base import expected_failed_checks
 
 # Small networks, few epochs and a larger step: the checks fit ~150 models on
 # toy data, where MXNet's per-call overhead, not arithmetic, is the cost.
@@ -14,6 +13,26 @@ FAST = dict(max_iter=15, learning_rate_init=0.05)
 # 15 epochs rarely converge on the checks' data; the warning is expected there
 # (and tested elsewhere), not worth 230 lines of every CI log.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def expected_failed_checks(estimator):
+    """scikit-learn estimator checks that cannot pass, with the reason.
+
+    For :func:`sklearn.utils.estimator_checks.parametrize_with_checks`'s
+    ``expected_failed_checks`` argument.
+    """
+    # Weighted and repeated samples give the same full-batch objective, but the
+    # float32 sums run in a different order, and the check compares predictions
+    # at rtol=1e-7 (float64 round-off): the fits agree to ~1e-6 instead.
+    # tests/test_sklearn.py checks the equivalence at a float32 tolerance.
+    # The MLP regressor's fits agree exactly on the checks' data: no mark.
+    if isinstance(estimator, SparseMLPRegressor):
+        return {}
+    reason = ("float32 training: fits with integer sample weights and with repeated samples "
+              "agree to float32 round-off (~1e-6), not to the check's rtol=1e-7")
+    return {"check_sample_weight_equivalence_on_dense_data": reason,
+            "check_sample_weight_equivalence_on_sparse_data": reason}
+
 
 ESTIMATORS = [
     SparseMLPClassifier(hidden_layer_sizes=(16,), **FAST),

@@ -12,8 +12,10 @@ from mxnet import gluon
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..nn import FullyConnectedSparse
-from ._base import (BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin,
-                    initialize_param)
+from ._base import BaseSparseNet
+from ._hyperparams import estimator_init
+from ._params import set_module_params
+from ._tasks import SparseClassifierMixin, SparseRegressorMixin
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor"]
 
@@ -23,6 +25,8 @@ _ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu":
 
 class _BaseSparseMLP(BaseSparseNet):
     """Network construction shared by the MLP classifier and regressor."""
+
+    __init__ = estimator_init(hidden_layer_sizes=(100,), activation="relu")
 
     _parameter_constraints = {
         **BaseSparseNet._parameter_constraints,
@@ -38,23 +42,38 @@ class _BaseSparseMLP(BaseSparseNet):
                              % (self.hidden_layer_sizes,))
         return [int(size) for size in sizes]
 
-    def _initialize_module(self, module, seed):
-        # MLPClassifier's initialisation (Glorot & Bengio, 2010): every weight
-        # and bias of a layer uniform in +-sqrt(factor / (fan_in + fan_out)),
-        # factor 2 for the logistic activation and 6 otherwise. Drawn in
-        # float32 by numpy's Generator: for the wide first layer several times
-        # faster than MXNet's single-threaded uniform initializer (or
-        # MLPClassifier's float64 RandomState), and the same numbers on any ctx.
+    def _initial_values(self, module, seed):
+        """``{structural name: numpy array}``: the initial parameters of ``module``.
+
+        MLPClassifier's initialisation (Glorot & Bengio, 2010): every weight
+        and bias of a layer uniform in +-sqrt(factor / (fan_in + fan_out)),
+        factor 2 for the logistic activation and 6 otherwise. Drawn in float32
+        by numpy's Generator: for the wide first layer several times faster
+        than MXNet's single-threaded uniform initializer (or MLPClassifier's
+        float64 RandomState), and the same numbers on any ctx and machine.
+        """
         rng = np.random.default_rng(seed)
         factor = 2.0 if self.activation == "logistic" else 6.0
-        for layer in module:
+        values = {}
+        for index, layer in enumerate(module):
             # Both layouts, (in, out) and Dense's (out, in), sum to fan_in + fan_out.
             bound = np.sqrt(factor / sum(layer.weight.shape))
-            for param in (layer.weight, layer.bias):
-                values = rng.random(param.shape, dtype=np.float32)
-                values *= np.float32(2 * bound)
-                values -= np.float32(bound)
-                initialize_param(param, values, self._ctx)
+            for kind, param in (("weight", layer.weight), ("bias", layer.bias)):
+                drawn = rng.random(param.shape, dtype=np.float32)
+                drawn *= np.float32(2 * bound)
+                drawn -= np.float32(bound)
+                values["%d.%s" % (index, kind)] = drawn
+        return values
+
+    def _initialize_module(self, module, seed, ctx):
+        set_module_params(module, self._initial_values(module, seed), ctx)
+
+    def _initial_param_arrays(self):
+        # The numpy arrays straight away: no network, no copies out of MXNet.
+        seed = getattr(self, "_init_seed", None)
+        if seed is None:
+            return {}
+        return self._initial_values(self._build_module(self.n_outputs_), seed)
 
     def _build_module(self, n_outputs):
         act = _ACTIVATIONS[self.activation]
@@ -170,28 +189,6 @@ class SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP):
     (3,)
     """
 
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
-                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
-                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
-                 optimizer="sparseadam", ctx="cpu"):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx
-
 
 class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):
     __doc__ = """Multi-layer perceptron regressor whose first layer is sparse.
@@ -211,25 +208,3 @@ class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):
     >>> reg.fit(X, np.asarray(X.sum(axis=1)).ravel()).predict(X[:3]).shape
     (3,)
     """
-
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, alpha=1e-4,
-                 batch_size="auto", learning_rate_init=1e-3, max_iter=200, shuffle=True,
-                 random_state=None, tol=1e-4, verbose=False, warm_start=False,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
-                 optimizer="sparseadam", ctx="cpu"):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx

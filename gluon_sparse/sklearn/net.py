@@ -8,13 +8,17 @@ training loop, the label handling and everything scikit-learn expects.
 from mxnet import gluon
 
 from ..nn import FullyConnectedSparse
-from ._base import BaseSparseNet, SparseClassifierMixin, SparseRegressorMixin
+from ._base import BaseSparseNet
+from ._hyperparams import estimator_init
+from ._tasks import SparseClassifierMixin, SparseRegressorMixin
 
 __all__ = ["SparseNetClassifier", "SparseNetRegressor"]
 
 
 class _BaseSparseNetWrapper(BaseSparseNet):
     """Builds the network from the user's ``module`` factory."""
+
+    __init__ = estimator_init(module=None, loss=None)
 
     _parameter_constraints = {
         **BaseSparseNet._parameter_constraints,
@@ -117,28 +121,6 @@ class SparseNetClassifier(SparseClassifierMixin, _BaseSparseNetWrapper):
     (2, 2)
     """
 
-    def __init__(self, module=None, loss=None, *, alpha=1e-4, batch_size="auto",
-                 learning_rate_init=1e-3, max_iter=200, shuffle=True, random_state=None,
-                 tol=1e-4, verbose=False, warm_start=False, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=10, optimizer="sparseadam",
-                 ctx="cpu"):
-        self.module = module
-        self.loss = loss
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx
-
 
 class SparseNetRegressor(SparseRegressorMixin, _BaseSparseNetWrapper):
     __doc__ = """Regressor that trains any Gluon block on sparse input.
@@ -155,25 +137,3 @@ class SparseNetRegressor(SparseRegressorMixin, _BaseSparseNetWrapper):
     >>> reg.fit(X, np.asarray(X.sum(axis=1)).ravel()).predict(X[:2]).shape
     (2,)
     """
-
-    def __init__(self, module=None, loss=None, *, alpha=1e-4, batch_size="auto",
-                 learning_rate_init=1e-3, max_iter=200, shuffle=True, random_state=None,
-                 tol=1e-4, verbose=False, warm_start=False, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=10, optimizer="sparseadam",
-                 ctx="cpu"):
-        self.module = module
-        self.loss = loss
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.tol = tol
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.optimizer = optimizer
-        self.ctx = ctx

@@ -1,0 +1,51 @@
+"""A Gluon block's parameters as plain numpy arrays, and back.
+
+Pickling and the model directories store the fitted network as
+``{structural name: numpy array}``; these functions are the only way in and
+out of a block for them, so that both agree on names, dtypes and deferred
+Adam's pending rows.
+"""
+import mxnet as mx
+import numpy as np
+
+from ..optimizer import flush as flush_deferred
+
+__all__ = ["module_param_arrays", "initialize_param", "set_module_params"]
+
+
+def module_param_arrays(module):
+    """The parameters of a Gluon block as ``{structural name: numpy array}``.
+
+    The names are the ones :meth:`mxnet.gluon.Block.save_parameters` writes
+    (``'0.weight'``, ...): they depend on the block's structure only, not on
+    the global name counters, so a rebuilt block accepts them. Rows whose Adam
+    updates are still deferred are brought up to date first.
+    """
+    params = module._collect_params_with_prefix()
+    flush_deferred(params.values())
+    return {name: param.data().asnumpy() for name, param in params.items()}
+
+
+def initialize_param(param, values, ctx):
+    """Initialise the uninitialised ``param`` on ``ctx`` with the numpy array ``values``.
+
+    ``values`` is handed to MXNet without a copy (and made read-only); its
+    shape fills the dimensions a deferred-initialisation block leaves unknown.
+    """
+    values = np.ascontiguousarray(values, dtype=param.dtype)
+    # Parameter.initialize would first fill a new CPU array with the
+    # initializer and then copy it to ctx; _load_init (what load_parameters
+    # uses) copies ours straight to ctx. For a 10^6 x 32 weight that saves a
+    # 128 MB first-touch allocation, a large part of a short fit's time.
+    param._load_init(mx.nd.from_numpy(values, zero_copy=True), [ctx])
+
+
+def set_module_params(module, arrays, ctx):
+    """Initialise ``module``'s parameters on ``ctx`` from :func:`module_param_arrays` output."""
+    params = module._collect_params_with_prefix()
+    missing, extra = set(params) - set(arrays), set(arrays) - set(params)
+    if missing or extra:
+        raise ValueError("the stored parameters do not fit the network: missing %s, unexpected %s"
+                         % (sorted(missing), sorted(extra)))
+    for name, param in params.items():
+        initialize_param(param, arrays[name], ctx)

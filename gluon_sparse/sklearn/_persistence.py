@@ -1,0 +1,189 @@
+"""Model directories: saving fitted estimators without pickle, and loading them back.
+
+A model directory is a versioned directory (:mod:`gluon_sparse._fileio`)::
+
+    model/
+        CURRENT              names the current version, replaced atomically
+        v-000002/            the current version (immutable)
+            estimator.json   class, hyper-parameters, classes_, bookkeeping (_description.py)
+            network.params   the parameters, MXNet's nd.save format (_compact.py)
+        v-000001/            the previous version, removed by the next save
+
+Every reader sees a whole old or a whole new model at every instant and after
+a crash at any point of a save; what crashed saves leave is removed by the
+next save. A flat directory of the first format (``estimator.json`` and
+``network.params`` at the top) still loads, and is replaced by the next save.
+
+Public helpers for other code (the command line): :func:`is_model_dir`,
+:func:`check_model_dir_writable`, :func:`save`, :func:`load`.
+"""
+import json
+import os
+
+import mxnet as mx
+
+from .. import _fileio
+from ._compact import compact_param_arrays, expand_param_arrays
+from ._context import available_context
+from ._description import describe, estimator_from_description
+from ._params import module_param_arrays
+
+__all__ = ["save", "load", "is_model_dir", "check_model_dir_writable", "PARAMS_FILE",
+           "META_FILE"]
+
+PARAMS_FILE = "network.params"
+META_FILE = "estimator.json"
+_FILES = (META_FILE, PARAMS_FILE)  # META_FILE first: it marks a flat (format 1) model
+
+
+def is_model_dir(path):
+    """Whether ``path`` is a gluon-sparse model directory (versioned, or flat of format 1)."""
+    return _fileio.versioned_directory_state(path, _FILES) in ("versioned", "legacy")
+
+
+def check_model_dir_writable(path):
+    """Check, before any training, that :func:`save` may write to ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    bool
+        True if ``path`` holds a model that a save will replace, False if
+        the save will create it (missing, empty, or left by a crashed save).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` is a file or a directory with other content.
+    PermissionError
+        If the directory (or the one it would be created in) is not writable.
+    """
+    path = os.path.abspath(os.fspath(path))
+    state = _fileio.versioned_directory_state(path, _FILES)
+    if state == "other":
+        raise FileExistsError("refusing to replace %s: it exists and is not a gluon-sparse model "
+                              "directory" % path)
+    existing = path if state != "missing" else os.path.dirname(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise FileExistsError("cannot create %s: %s is not a directory" % (path, existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError("cannot write %s: %s is not writable" % (path, existing))
+    return state in ("versioned", "legacy")
+
+
+def save(estimator, path):
+    """Write a fitted estimator to the model directory ``path`` (replaced if it holds a model).
+
+    Parameters
+    ----------
+    estimator : BaseSparseNet
+        A fitted gluon_sparse.sklearn estimator.
+    path : str or os.PathLike
+        Model directory.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and is not a model directory (nothing is written).
+    """
+    check_model_dir_writable(path)
+    arrays = module_param_arrays(estimator.module_)  # raises NotFittedError first
+    to_save, left_out = compact_param_arrays(arrays, estimator._initial_param_arrays())
+    del arrays
+    meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
+
+    def write(directory):
+        mx.nd.save(os.path.join(directory, PARAMS_FILE), to_save)
+        with open(os.path.join(directory, META_FILE), "w") as f:
+            json.dump(meta, f, indent=1, default=float)
+
+    try:
+        _fileio.write_versioned_directory(path, write, legacy_files=_FILES)
+    except FileExistsError as err:  # became something else since the check
+        raise FileExistsError("refusing to replace %s: it exists and is not a gluon-sparse model "
+                              "directory" % os.fspath(path)) from err
+
+
+def load(path, **params):
+    """Read an estimator written by ``save``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Model directory.
+    **params
+        Hyper-parameters to use instead of the saved ones: required for those
+        that JSON cannot hold (a custom loss object, a lambda ``module``);
+        ``ctx='cpu'`` loads a GPU-trained model on the CPU (a missing GPU
+        falls back to the CPU anyway).
+
+    Returns
+    -------
+    BaseSparseNet
+        The fitted estimator, ready to predict (and to continue training
+        with ``partial_fit`` or ``warm_start``; the optimizer state restarts).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is not a model directory.
+    ValueError
+        If the files are not a gluon-sparse model, or are damaged (the
+        message names the file and the cause).
+    """
+    path = os.fspath(path)
+    try:
+        directory, contents = _fileio.read_versioned_directory(path, _FILES, legacy_files=_FILES)
+    except FileNotFoundError as err:
+        if is_model_dir(path):
+            raise
+        raise FileNotFoundError("%s is not a gluon-sparse model directory" % path) from err
+    meta_path = os.path.join(directory, META_FILE)
+    params_path = os.path.join(directory, PARAMS_FILE)
+    try:
+        meta = json.loads(contents[META_FILE].decode("utf-8"))
+    except ValueError as err:  # UnicodeDecodeError is one
+        raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
+    estimator, fitted = estimator_from_description(meta, meta_path, params)
+    loaded = _ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
+    del contents
+    estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
+    arrays = expand_param_arrays(loaded, meta.get("rows_left_to_initialiser", {}),
+                                 estimator._initial_param_arrays, params_path)
+    del loaded
+    try:
+        estimator._install_params(arrays)  # now, so that a mismatch is reported by load
+    except (ValueError, AssertionError, mx.base.MXNetError) as err:
+        raise ValueError("%s does not hold the parameters of this %s: %s"
+                         % (params_path, type(estimator).__name__, err)) from err
+    return estimator
+
+
+def _ndarrays_from_bytes(buffer, params_path):
+    """``{name: NDArray}`` from the bytes of an MXNet ``.params`` file."""
+    try:
+        loaded = mx.nd.load_frombuffer(buffer)
+    except mx.base.MXNetError as err:
+        raise ValueError("%s could not be read: %s" % (params_path, _mxnet_load_cause(err))) from None
+    if not isinstance(loaded, dict):
+        raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
+    return loaded
+
+
+def _mxnet_load_cause(err):
+    """What went wrong in ``mx.nd.load``, in words, on one line.
+
+    MXNet's message is a C++ traceback whose last line is a failed check.
+    """
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    check = lines[-1].replace("MXNetError:", "").strip() if lines else ""
+    if "Invalid NDArray file format" in check:
+        return "not an MXNet parameter file (its header is not MXNet's)"
+    if "buffer_size_" in check:  # dmlc's MemoryFixedSizeStream read past the end
+        return "the file is truncated (it ends before the arrays its header announces)"
+    return "MXNet cannot parse it (%s)" % (check or type(err).__name__)

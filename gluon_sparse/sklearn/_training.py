@@ -1,0 +1,290 @@
+"""The training loop: mini-batch steps over CSR batches, sample weights, early stopping.
+
+:class:`TrainingMixin` is the ``fit`` side of :class:`~._base.BaseSparseNet`:
+validated input in, a trained ``self._module`` out, with scikit-learn
+``MLPClassifier``'s bookkeeping (``loss_``, ``loss_curve_``, ``best_loss_``,
+``validation_scores_``, ``best_validation_score_``, ``n_iter_``, ``t_``).
+
+What it needs from the rest of the estimator:
+
+- ``_build_module(n_outputs)`` / ``_initialize_module(module, seed, ctx)``: the
+  network family (mlp.py, net.py);
+- the task hooks of :mod:`._tasks` (``_encode_targets``, ``_loss``,
+  ``_score_encoded``, ``_validation_stratify``, ``_multi_output_targets``,
+  ``_numeric_targets``);
+- ``_validate_training_data`` and ``_reset_fitted_state`` of the base.
+"""
+import logging
+import warnings
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils.validation import _check_sample_weight
+from tqdm.auto import tqdm
+
+from ..data import CSRDataset, SparseDataLoader
+from ..optimizer import flush as flush_deferred
+from ._context import parse_context
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainingMixin", "registered_optimizer"]
+
+
+def registered_optimizer(name):
+    """Check that ``name`` is a registered MXNet optimizer ('sparseadam' is, by this import)."""
+    known = mx.optimizer.Optimizer.opt_registry
+    if name.lower() not in known:
+        raise ValueError("optimizer=%r is not a registered MXNet optimizer; known: %s"
+                         % (name, ", ".join(sorted(known))))
+    return name.lower()
+
+
+class TrainingMixin:
+    """``fit``, the epoch loop and early stopping, shared by every estimator."""
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Train the network from scratch (or from the current weights with ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), path or LibSVMDataset
+            Training samples: any scipy sparse format, a dense array, a LibSVM
+            file path or a :class:`gluon_sparse.data.LibSVMDataset`.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs), optional
+            Targets; taken from the file when ``X`` is LibSVM and ``y`` is None.
+        sample_weight : array-like of shape (n_samples,), optional
+            Per-sample loss weights; each mini-batch minimises the weighted mean loss.
+
+        Returns
+        -------
+        self
+        """
+        return self._check_params_and_fit(X, y, sample_weight)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def _check_params_and_fit(self, X, y, sample_weight=None, incremental=False, classes=None):
+        """:meth:`_fit` after scikit-learn has checked the hyper-parameters against
+        ``_parameter_constraints`` (what ``_fit_context`` does); ``fit`` and
+        ``partial_fit`` enter training here."""
+        return self._fit(X, y, sample_weight, incremental=incremental, classes=classes)
+
+    def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
+        first_pass = not self._is_fitted() or (not self.warm_start and not incremental)
+        X, y = self._validate_training_data(X, y, reset=first_pass)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+        targets, n_outputs = self._encode_targets(y, first_pass, classes)
+        optimizer = registered_optimizer(self.optimizer)
+        if first_pass:
+            self._reset_fitted_state(parse_context(self.ctx),
+                                     fitted=self._new_fit_attributes(n_outputs))
+            self._module = self._new_module(n_outputs)
+        module = self._get_module()
+        if self._trainer is None:
+            for name, param in module.collect_params().items():
+                if name.endswith("bias"):
+                    param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
+            optimizer_params = {"learning_rate": self.learning_rate_init}
+            if optimizer == "sparseadam":
+                # Standard Adam at lazy-Adam cost: updates of rows absent from a
+                # batch are replayed exactly when the rows are next read.
+                optimizer_params["deferred"] = True
+            self._trainer = gluon.Trainer(module.collect_params(), optimizer, optimizer_params,
+                                          kvstore=None)
+        self._fit_stochastic(X, targets, sample_weight, incremental)
+        return self
+
+    def _new_fit_attributes(self, n_outputs):
+        """The fitted attributes of a fit that starts from scratch."""
+        return {"n_outputs_": n_outputs, "loss_curve_": [], "t_": 0, "n_iter_": 0,
+                "best_loss_": np.inf,
+                "validation_scores_": [] if self.early_stopping else None,
+                "best_validation_score_": -np.inf if self.early_stopping else None}
+
+    def _new_module(self, n_outputs):
+        # Same random_state -> same seed -> same initial weights. The seed is
+        # kept: a saved model leaves the rows still at their initial values to it.
+        self._init_seed = int(self._random_state.randint(np.iinfo(np.int32).max))
+        module = self._build_module(n_outputs)
+        self._initialize_module(module, self._init_seed, self._ctx)
+        return module
+
+    def _batch_size(self, n_samples):
+        if self.batch_size == "auto":
+            return min(200, n_samples)
+        if self.batch_size > n_samples:
+            warnings.warn("Got `batch_size` larger than the number of samples (%d); it is "
+                          "clipped to %d" % (n_samples, n_samples))
+        return min(self.batch_size, n_samples)
+
+    def _fit_stochastic(self, X, targets, sample_weight, incremental):
+        early_stopping = self.early_stopping and not incremental
+        if early_stopping:
+            X, X_val, targets, targets_val, sample_weight, sample_weight_val = self._split_validation(
+                X, targets, sample_weight)
+        n_samples = X.shape[0]
+        weight_total = float(n_samples if sample_weight is None else sample_weight.sum())
+        if weight_total <= 0:
+            raise ValueError("sample_weight sums to %g; at least one sample needs a positive weight"
+                             % weight_total)
+        module, trainer, ctx = self._get_module(), self._trainer, self._ctx
+        loss_fn = self._loss()
+        n_targets = 1 if targets.ndim == 1 else targets.shape[1]
+        # The weights travel as the label's last column, so that one loader
+        # (order, CSR assembly, background prefetch) serves both.
+        labels = targets.reshape(n_samples, n_targets)
+        if sample_weight is not None:
+            labels = np.column_stack([labels, sample_weight])
+        batch_size = self._batch_size(n_samples)
+        # Building batches in a background thread pays off over many batches; for
+        # an epoch of a few the thread's start costs more than it hides.
+        prefetch = 2 if n_samples > 4 * batch_size else 0
+        loader = SparseDataLoader(CSRDataset(X, labels), batch_size=batch_size,
+                                  shuffle=self.shuffle, ctx=ctx, dtype=np.float32, prefetch=prefetch,
+                                  seed=int(self._random_state.randint(np.iinfo(np.int32).max)))
+        epochs = 1 if incremental else self.max_iter
+        progress = tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
+                        disable=not self.verbose, leave=False)
+        converged = False
+        best_params = None  # early stopping: copies of the best epoch's parameters
+        for _ in progress:
+            epoch_loss = mx.nd.zeros((1,), ctx=ctx)
+            n_steps = 0
+            for x, label in loader:
+                if sample_weight is None:
+                    weight_sum, batch_weight = x.shape[0], None
+                else:
+                    batch_weight = label[:, n_targets]
+                    # A host copy of a label batch: it waits for no computation.
+                    weight_sum = float(batch_weight.asnumpy().sum())
+                    if weight_sum <= 0:
+                        continue  # every sample of this batch has weight 0: nothing to learn
+                target = label[:, 0] if n_targets == 1 else label[:, :n_targets]
+                with autograd.record():
+                    losses = loss_fn(module(x), target)
+                    if batch_weight is not None:
+                        losses = losses * batch_weight
+                losses.backward()
+                # MLPClassifier's objective: weighted mean loss + alpha/2 ||W||^2 / weight sum.
+                trainer.optimizer.wd = self.alpha / weight_sum
+                trainer.step(weight_sum)
+                epoch_loss += losses.sum()
+                n_steps += 1
+            self.n_iter_ += 1
+            self.t_ += n_samples
+            self.loss_ = self._epoch_loss(epoch_loss, n_steps, weight_total)
+            self.loss_curve_.append(self.loss_)
+            postfix = {"loss": "%.5f" % self.loss_}
+            if early_stopping:
+                score = self._score_encoded(X_val, targets_val, sample_weight_val)
+                self.validation_scores_.append(score)
+                postfix["val_score"] = "%.5f" % score
+            progress.set_postfix(postfix)
+            logger.debug("%s epoch %d: %s", type(self).__name__, self.n_iter_, postfix)
+            if self._update_no_improvement_count(early_stopping):
+                best_params = self._copy_params()
+            if self._no_improvement_count > self.n_iter_no_change:
+                converged = True
+                logger.info("%s: %s did not improve more than tol=%g for %d consecutive epochs; "
+                            "stopping", type(self).__name__,
+                            "validation score" if early_stopping else "training loss",
+                            self.tol, self.n_iter_no_change)
+                break
+        progress.close()
+        if best_params is not None:
+            self._restore_params(best_params)
+        if not converged and not incremental:
+            warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
+                          "optimization hasn't converged yet." % self.max_iter, ConvergenceWarning)
+
+    def _split_validation(self, X, targets, sample_weight):
+        arrays = [X, targets] + ([] if sample_weight is None else [sample_weight])
+        try:
+            parts = train_test_split(*arrays, test_size=self.validation_fraction,
+                                     random_state=self._random_state,
+                                     stratify=self._validation_stratify(targets))
+        except ValueError as err:
+            raise ValueError("early_stopping could not hold out validation_fraction=%g of %d "
+                             "samples: %s" % (self.validation_fraction, X.shape[0], err)) from err
+        if sample_weight is None:
+            parts += [None, None]
+        if parts[1].shape[0] < 2:
+            raise ValueError("early_stopping needs at least 2 validation samples; "
+                             "validation_fraction=%g of %d samples gives %d"
+                             % (self.validation_fraction, X.shape[0], parts[1].shape[0]))
+        return parts
+
+    def _epoch_loss(self, data_loss, n_steps, weight_total):
+        """MLPClassifier's ``loss_`` of an epoch.
+
+        Each step minimises its batch's weighted mean loss plus
+        ``0.5 * alpha * ||W||^2 / (batch weight)``; the epoch's loss is the
+        average of those objectives weighted by the batches' weights: the
+        summed weighted loss plus ``0.5 * alpha * ||W||^2`` per step, over the
+        total weight. As MLPClassifier's (unweighted), except that ``||W||``
+        is taken once, at the end of the epoch, rather than before every step:
+        under deferred Adam that needs every row up to date, a replay of all
+        the epoch's skipped steps, and it is paid once per epoch.
+
+        Parameters
+        ----------
+        data_loss : NDArray of shape (1,)
+            The epoch's summed (weighted) per-sample losses.
+        n_steps : int
+            Optimizer steps taken in the epoch.
+        weight_total : float
+            Number of samples, or sum of their weights.
+        """
+        if self.alpha and n_steps:
+            data_loss = data_loss + 0.5 * self.alpha * n_steps * self._squared_weight_norm()
+        # The only wait of an epoch for the engine: its steps and this sum.
+        return float(data_loss.asscalar()) / weight_total
+
+    def _squared_weight_norm(self):
+        """``||W||^2`` over every penalised parameter (all but the biases), as an NDArray."""
+        params = [param for name, param in self._get_module().collect_params().items()
+                  if not name.endswith("bias")]
+        flush_deferred(params)
+        squares = [mx.nd.zeros((1,), ctx=self._ctx)]
+        for param in params:
+            flat = param.data().reshape((-1,))
+            # A BLAS dot: 10x faster than nd.norm on a wide layer's weight,
+            # whose float32 reduction also saturates past 2**24.
+            squares.append(mx.nd.dot(flat, flat))
+        return mx.nd.add_n(*squares)
+
+    def _update_no_improvement_count(self, early_stopping):
+        """Count the epochs without improvement; True when the validation score is a new best."""
+        if early_stopping:
+            score = self.validation_scores_[-1]
+            self._no_improvement_count = (self._no_improvement_count + 1
+                                          if score < self.best_validation_score_ + self.tol else 0)
+            if score > self.best_validation_score_:
+                self.best_validation_score_ = score
+                return True
+        else:
+            self._no_improvement_count = (self._no_improvement_count + 1
+                                          if self.loss_curve_[-1] > self.best_loss_ - self.tol else 0)
+            if self.loss_curve_[-1] < self.best_loss_:
+                self.best_loss_ = self.loss_curve_[-1]
+        return False
+
+    def _copy_params(self):
+        """Copies of every parameter, up to date, on the device (asynchronous, no host trip)."""
+        params = self._get_module()._collect_params_with_prefix()
+        flush_deferred(params.values())
+        return {name: param.data().copy() for name, param in params.items()}
+
+    def _restore_params(self, copies):
+        """Put :meth:`_copy_params`' copies back."""
+        params = self._get_module()._collect_params_with_prefix()
+        # Every row up to date first: a row left behind would have the steps it
+        # skipped since the copy replayed onto the restored values when next read.
+        flush_deferred(params.values())
+        for name, param in params.items():
+            param.set_data(copies[name])
