@@ -1,5 +1,4 @@
 """The gluon-sparse command line, in process (main([...])) and as `python -m gluon_sparse`."""
-import os
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 from gluon_sparse import cli
-from gluon_sparse.sklearn import SparseMLPClassifier, load
+from gluon_sparse.sklearn import SparseMLPClassifier, is_model_dir, load
 
 HEART_SCALE = "/work/shared/data/heart_scale"
 FAST = ["--epochs", "3", "--hidden", "8", "--quiet"]
@@ -36,7 +35,7 @@ def test_train_prints_epochs_and_summary_and_writes_model(trained, capsys, tmp_p
     assert last.startswith("summary: 3 epochs in ") and " s; held-out accuracy " in last
     assert last.endswith("model written to %s" % (tmp_path / "m"))
     assert out.count("model written to") == 1
-    assert sorted(os.listdir(tmp_path / "m")) == ["estimator.json", "network.params"]
+    assert is_model_dir(tmp_path / "m")
     model = load(tmp_path / "m")
     assert isinstance(model, SparseMLPClassifier) and model.n_iter_ == 3
     assert model.hidden_layer_sizes == (8,) and model.optimizer == "sparseadam"

@@ -58,7 +58,7 @@ def zero_based(text):
 
 def context(text):
     """``cpu``, ``gpu`` or ``gpu:N``, checked against the GPUs MXNet sees."""
-    from ..sklearn._context import parse_context
+    from ..sklearn import parse_context
     try:
         parse_context(text)
     except ValueError as err:

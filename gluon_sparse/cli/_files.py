@@ -10,11 +10,6 @@ import numpy as np
 from .._fileio import atomic_file
 from ._errors import InputError
 
-# The file that marks a directory as a gluon-sparse model (see
-# gluon_sparse.sklearn.save). One place to change when the format changes.
-_MODEL_MARKER = "estimator.json"
-
-
 def check_readable(path):
     """Raise InputError unless ``path`` is a file this process can open for reading."""
     if os.path.isdir(path):
@@ -26,37 +21,20 @@ def check_readable(path):
         raise InputError("cannot read %s: %s" % (path, err.strerror or err)) from None
 
 
-def is_model_dir(path):
-    """Whether ``path`` is a directory holding a saved gluon-sparse model."""
-    return os.path.isfile(os.path.join(path, _MODEL_MARKER))
-
-
 def check_model_dir(path):
     """Check, before any work, that a model can be written to ``path``.
 
     Returns True when ``path`` already holds a model (which ``train`` will
-    replace), False when it is new or an empty directory. Raises InputError for
+    replace), False when the save will create it. Raises InputError for
     anything else there (a file, a directory with other content) and for a
-    destination whose nearest existing parent is not a writable directory.
+    destination that is not writable.
     """
-    if os.path.lexists(path):
-        if is_model_dir(path):
-            return True
-        if not os.path.isdir(path):
-            raise InputError("--model-dir %s exists and is not a directory; choose a new path"
-                             % path)
-        if os.listdir(path):
-            raise InputError("--model-dir %s exists and is not a gluon-sparse model directory "
-                             "(it holds other files); choose a new or empty directory" % path)
-        return False
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.lexists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise InputError("cannot create --model-dir %s: %s is not a directory" % (path, parent))
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError("cannot create --model-dir %s: %s is not writable" % (path, parent))
-    return False
+    from ..sklearn import check_model_dir_writable
+    try:
+        return check_model_dir_writable(path)
+    except OSError as err:
+        raise InputError("--model-dir %s: %s; choose a new or empty directory"
+                         % (path, err.strerror or err)) from None
 
 
 def load(paths, n_features=None, zero_based="auto"):
@@ -118,10 +96,10 @@ def load_for_model(path, model):
 
 def load_model(model_dir):
     """The estimator saved in ``model_dir`` (InputError when there is none)."""
+    from ..sklearn import is_model_dir, load as load_estimator
     if not is_model_dir(model_dir):
         raise InputError("--model-dir %s is not a gluon-sparse model directory (train writes one)"
                          % model_dir)
-    from ..sklearn import load as load_estimator
     return load_estimator(model_dir)
 
 
