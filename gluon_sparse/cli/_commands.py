@@ -1,7 +1,7 @@
 """``gluon-sparse predict``, ``evaluate`` and ``launch``."""
 import numpy as np
 
-from . import _files
+from . import _files, _multilabel
 from ._errors import InputError
 from ._metrics import format_metrics, metrics
 
@@ -11,6 +11,10 @@ def predict(args):
     _files.check_readable(args.data)
     _files.check_output_file(args.out)
     model = _files.load_model(args.model_dir)
+    if args.top_k is not None or _multilabel.is_multilabel_model(model):
+        if args.top_k is None:
+            args.top_k = 5
+        return _multilabel.predict_top_k(args, model)
     if args.proba and not hasattr(model, "predict_proba"):
         raise InputError("--proba needs a classification model; %s holds a %s"
                          % (args.model_dir, type(model).__name__))
@@ -30,6 +34,8 @@ def evaluate(args):
     """Print the model's metrics on a labelled file; returns the exit status."""
     _files.check_readable(args.data)
     model = _files.load_model(args.model_dir)
+    if _multilabel.is_multilabel_model(model):
+        return _multilabel.evaluate(args, model)
     X, y = _files.load_for_model(args.data, model)
     print("%s: %d samples  %s" % (args.data, X.shape[0], format_metrics(metrics(model, X, y))))
     return 0

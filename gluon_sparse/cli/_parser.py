@@ -83,6 +83,12 @@ def build_parser():
                        default="classification", help="default classification")
     train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--multilabel", action="store_true",
+                       help="multi-label LibSVM ('3,17,204 f:v ...') or extreme-classification "
+                            "files: train a SparseMultiLabelClassifier (sampled output layer); "
+                            "reports P@1/3/5 and nDCG@1/3/5")
+    train.add_argument("--num-sampled", type=types.positive(int), default=1024,
+                       help="--multilabel: negative labels sampled per batch (default 1024)")
     train.set_defaults(handler=_train.train)
 
     predict = commands.add_parser("predict", help="write one prediction a line",
@@ -93,6 +99,8 @@ def build_parser():
     predict.add_argument("--proba", action="store_true",
                          help="write the class probabilities (in the order of the model's "
                               "classes) instead of labels")
+    predict.add_argument("--top-k", type=types.positive(int), default=None, metavar="K",
+                         help="multi-label models: the K best labels a line, 'label:score ...'")
     predict.set_defaults(handler=_commands.predict)
 
     evaluate = commands.add_parser("evaluate", help="report metrics on labelled data",

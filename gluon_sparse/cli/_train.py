@@ -21,6 +21,9 @@ logger = logging.getLogger("gluon_sparse.cli")
 
 def train(args):
     """Run ``gluon-sparse train`` on parsed arguments; returns the exit status."""
+    if args.multilabel:
+        from . import _multilabel
+        return _multilabel.train(args)
     start = time.perf_counter()
     fraction = _validation_fraction(args)
     for path in args.data + ([args.test] if args.test else []):

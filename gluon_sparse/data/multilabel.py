@@ -96,7 +96,7 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
 
 
 def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",
-                    dtype="float32", format="auto", allow_empty=False):
+                    dtype="float32", format="auto", allow_empty=False, return_zero_based=False):
     """Read multi-label LibSVM or extreme-classification files into ``(X, Y)``.
 
     Parameters
@@ -116,12 +116,16 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
         ``'auto'`` reads a first line of exactly three integers as the XC header.
     allow_empty : bool, default False
         Keep rows without labels (an error otherwise).
+    return_zero_based : bool, default False
+        Also return the feature index base used (what ``'auto'`` resolved to).
 
     Returns
     -------
     X : scipy.sparse.csr_matrix of shape (num_rows, num_features)
     Y : scipy.sparse.csr_matrix of shape (num_rows, num_labels)
         The label indicator (sorted indices, values 1).
+    zero_based : bool
+        Only with ``return_zero_based=True``.
 
     Raises
     ------
@@ -165,6 +169,8 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
     Y.data[:] = 1
     logger.debug("read %d rows, %d features, %d labels from %s", X.shape[0], num_features,
                  num_labels, paths)
+    if return_zero_based:
+        return X, Y, not one_based
     return X, Y
 
 
