@@ -95,19 +95,14 @@ class SampledOutput(HybridBlock):
     seed : int, optional
         Seed of the sampler's random generator (reproducible candidates).
 
-    Inputs
-    ------
-    h : NDArray of shape ``(batch_size, in_units)``
-    labels : int array of shape ``(batch_size,)`` (multi-class), or a CSR
-        indicator of shape ``(batch_size, num_labels)`` (``scipy.sparse`` or
-        ``CSRNDArray``, multi-label)
-
-    Outputs
-    -------
-    loss : NDArray of shape ``(batch_size,)``
-
     Notes
     -----
+    Called as ``block(h, labels)``: ``h`` is an NDArray of shape
+    ``(batch_size, in_units)``; ``labels`` an int array of shape
+    ``(batch_size,)`` (multi-class) or a CSR indicator of shape
+    ``(batch_size, num_labels)`` (``scipy.sparse`` or ``CSRNDArray``,
+    multi-label); the result the NDArray of the ``batch_size`` losses.
+
     Both parameters have ``grad_stype='row_sparse'``; train them with
     ``gluon.Trainer(..., 'sparseadam', {'deferred': True})`` for standard Adam
     at a cost independent of ``L`` (eager standard Adam moves all ``L`` rows
