@@ -69,8 +69,20 @@ def _check_04(text):
     assert _numbers(r"largest difference between the loss curves: ([-+.e\d]+)", text)[0] <= 1e-5
 
 
+def _check_05(text):
+    # The gradient stores the candidates' rows, no more.
+    candidates = re.search(r"candidates of this batch: (\d+) of", text).group(1)
+    assert "stype=row_sparse stores (%s, " % candidates in text
+    p1 = _numbers(r"held-out P@1 ([.\d]+)", text)[0]
+    assert p1 > _numbers(r"P@1 of the most popular label: ([.\d]+)", text)[0] + 0.3
+    assert _numbers(r"score\(\) is precision@1: ([.\d]+)", text)[0] == p1
+    assert _numbers(r"samples  P@1 ([.\d]+)", text)[0] > 0.5  # the command line's model
+    assert re.search(r"\d+ predictions written to", text)
+
+
 CHECKS = {"01_sparse_data.ipynb": _check_01, "02_standard_vs_lazy_adam.ipynb": _check_02,
-          "03_sklearn_quickstart.ipynb": _check_03, "04_scaling_out.ipynb": _check_04}
+          "03_sklearn_quickstart.ipynb": _check_03, "04_scaling_out.ipynb": _check_04,
+          "05_extreme_multilabel.ipynb": _check_05}
 
 
 def _plots(notebook):
