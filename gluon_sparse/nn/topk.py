@@ -83,18 +83,19 @@ def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
     dtype = np.dtype(weight.dtype)
     ids_out = np.empty((rows, k), dtype=np.int64)
     scores_out = np.empty((rows, k), dtype=dtype)
-    ctx = h.context
+    # The merge operator runs on the CPU: blocks scored on a GPU are copied over.
+    cpu = mx.cpu()
     for r0 in range(0, rows, row_chunk):
         r1 = min(r0 + row_chunk, rows)
         block_h = h[r0:r1]
-        best = mx.nd.full((r1 - r0, k), -np.inf, ctx=ctx, dtype=dtype)
-        best_id = mx.nd.full((r1 - r0, k), -1, ctx=ctx, dtype=np.int64)
+        best = mx.nd.full((r1 - r0, k), -np.inf, ctx=cpu, dtype=dtype)
+        best_id = mx.nd.full((r1 - r0, k), -1, ctx=cpu, dtype=np.int64)
         for l0 in range(0, num_labels, label_chunk):
             l1 = min(l0 + label_chunk, num_labels)
             block = mx.nd.dot(block_h, weight[l0:l1], transpose_b=True)
             if bias is not None:
                 block = mx.nd.broadcast_add(block, bias[l0:l1].reshape((1, -1)))
-            best, best_id = merge_top_k(block, best, best_id, offset=l0)
+            best, best_id = merge_top_k(block.as_in_context(cpu), best, best_id, offset=l0)
         ids_out[r0:r1] = best_id.asnumpy()
         scores_out[r0:r1] = best.asnumpy()
     return ids_out, scores_out
