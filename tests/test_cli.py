@@ -1,5 +1,4 @@
 """The gluon-sparse command line, in process (main([...])) and as `python -m gluon_sparse`."""
-import os
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ from sklearn.datasets import load_svmlight_file
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 from gluon_sparse import cli
-from gluon_sparse.sklearn import SparseMLPClassifier, load
+from gluon_sparse.sklearn import SparseMLPClassifier, is_model_dir, load
 
 HEART_SCALE = "/work/shared/data/heart_scale"
 FAST = ["--epochs", "3", "--hidden", "8", "--quiet"]
@@ -31,8 +30,12 @@ def test_train_prints_epochs_and_summary_and_writes_model(trained, capsys, tmp_p
     for epoch in (1, 2, 3):
         assert "epoch %d/3  loss " % epoch in out
     assert "accuracy" in out and "auc" in out
-    assert "summary: 3 epochs" in out and "samples/s" in out
-    assert sorted(os.listdir(tmp_path / "m")) == ["estimator.json", "network.params"]
+    # One closing line: time, the held-out numbers of the last epoch, the model's path.
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("summary: 3 epochs in ") and " s; held-out accuracy " in last
+    assert last.endswith("model written to %s" % (tmp_path / "m"))
+    assert out.count("model written to") == 1
+    assert is_model_dir(tmp_path / "m")
     model = load(tmp_path / "m")
     assert isinstance(model, SparseMLPClassifier) and model.n_iter_ == 3
     assert model.hidden_layer_sizes == (8,) and model.optimizer == "sparseadam"
@@ -77,13 +80,48 @@ def _run_module(*args, cwd):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_default_dataset_via_python_m(tmp_path):
-    result = _run_module("train", "--model-dir", "model", "--epochs", "1", cwd=tmp_path)
+def _epoch_metrics(stdout):
+    """[{name: value}] of the 'epoch i/n  name value ...' lines."""
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("epoch "):
+            words = line.split("(")[0].split()[2:]
+            rows.append({name: float(value) for name, value in zip(words[::2], words[1::2])})
+    return rows
+
+
+@pytest.mark.slow
+def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
+    """The README's main job, every default: held-out numbers that improve, one closing line."""
+    from gluon_sparse.data import make_reference_dataset
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import train_test_split
+
+    result = _run_module("train", "--model-dir", "model", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "reference dataset" in result.stdout and "1000 samples x 1000000 features" in result.stdout
-    assert "epoch 1/1" in result.stdout and "auc" in result.stdout
-    assert "summary: 1 epochs" in result.stdout
-    assert (tmp_path / "model" / "network.params").exists()
+    out = result.stdout
+    assert "reference dataset" in out and "1000 samples x 1000000 features" in out
+    epochs = _epoch_metrics(out)
+    assert len(epochs) >= 3
+    losses = [epoch["log_loss"] for epoch in epochs]
+    # Learning, not overfitting: no epoch after the first is worse on held-out
+    # data than the first, and the last is clearly better (gluon-sparse 0.1
+    # went 0.57 -> 1.01 from its second epoch on).
+    assert max(losses[1:]) <= losses[0] and losses[-1] < losses[0] - 0.05, losses
+    assert epochs[-1]["accuracy"] >= 0.7 and epochs[-1]["auc"] >= 0.8, epochs[-1]
+    # The printed numbers are those of the saved model on the held-out 20%
+    # (scikit-learn's split and metrics, recomputed here).
+    X, y = make_reference_dataset(random_state=0)
+    _, X_test, _, y_test = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+    model = load(tmp_path / "model")
+    assert epochs[-1]["accuracy"] == pytest.approx(
+        accuracy_score(y_test, model.predict(X_test)), abs=1e-4)
+    assert losses[-1] == pytest.approx(log_loss(y_test, model.predict_proba(X_test)), abs=1e-4)
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("summary: %d epochs in " % len(epochs))
+    assert "held-out accuracy %.4f" % epochs[-1]["accuracy"] in last
+    assert last.endswith("model written to %s" % (tmp_path / "model"))
+    assert out.count("model written to") == 1
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary directory left
 
 
@@ -209,3 +247,154 @@ def test_zero_based_flag_is_saved_and_used_at_predict_time(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["train", str(train), "--model-dir", "m", "--zero-based", "maybe"]) == 2
     assert "--zero-based" in capsys.readouterr().err
+
+
+# ------------------------------------------------ issue 16: what a new user hits, through the real CLI
+def _write(path, data):
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return path
+
+
+def _one_error_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert len(lines) == 1 and "error" in lines[0] and "Traceback" not in result.stderr, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("existing", ["folder", "file"])
+def test_model_dir_that_is_not_a_model_fails_before_training(tmp_path, existing):
+    target = tmp_path / "notes"
+    if existing == "folder":
+        target.mkdir()
+        _write(target / "todo.txt", "keep me\n")
+    else:
+        _write(target, "keep me\n")
+    result = _run_module("train", HEART_SCALE, "--model-dir", "notes", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "notes" in line and "--model-dir" in line
+    # Refused at once: no data read, no epoch run, and what was there is untouched.
+    assert "epoch" not in result.stdout and "data:" not in result.stdout
+    kept = target / "todo.txt" if existing == "folder" else target
+    assert kept.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+
+
+def test_existing_model_dir_is_replaced_and_said_so_once(tmp_path, trained):
+    import shutil
+    shutil.copytree(trained, tmp_path / "model")
+    before = load(tmp_path / "model")
+    result = _run_module("train", HEART_SCALE, "--model-dir", "model", "--hidden", "4",
+                         "--epochs", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stdout.splitlines() if "replaced" in line]
+    assert len(said) == 1 and "model" in said[0]
+    assert result.stdout.index(said[0]) < result.stdout.index("epoch 1/1")  # before training
+    after = load(tmp_path / "model")
+    assert before.hidden_layer_sizes == (8,) and after.hidden_layer_sizes == (4,)
+
+
+def test_unknown_optimizer_is_rejected_before_the_data_is_read(tmp_path):
+    # The data file is missing too: the optimizer is what the error must name.
+    result = _run_module("train", "missing.svm", "--model-dir", "m", "--optimizer", "nosuch",
+                         cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "--optimizer" in line and "nosuch" in line and "missing.svm" not in line
+    offered = line.split("choose from")[1].split("(see")[0].replace(",", " ").split()
+    assert "sparseadam" in offered and "adam" in offered and "sgd" in offered
+    assert "test" not in offered  # MXNet's internal test optimizer is no choice
+    assert _run_module("train", HEART_SCALE, "--model-dir", "m", "--optimizer", "test",
+                       cwd=tmp_path).returncode == 2
+
+
+def test_test_file_and_validation_fraction_together_are_refused(tmp_path):
+    result = _run_module("train", HEART_SCALE, "--model-dir", "m", "--test", HEART_SCALE,
+                         "--validation-fraction", "0.3", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "--validation-fraction" in line and "--test" in line
+    assert "data:" not in result.stdout and not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("flag", ["data", "--test"])
+def test_unreadable_file_fails_before_the_data_is_read(tmp_path, flag):
+    (tmp_path / "folder.svm").mkdir()
+    args = (["folder.svm"] if flag == "data" else [HEART_SCALE, "--test", "folder.svm"])
+    result = _run_module("train", *args, "--model-dir", "m", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "folder.svm" in line and "directory" in line
+    assert "data:" not in result.stdout
+
+
+def test_file_of_labels_only_is_an_error(tmp_path):
+    _write(tmp_path / "labels.svm", "1\n0\n1\n0\n")
+    result = _run_module("train", "labels.svm", "--model-dir", "m", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "labels.svm" in line and "0 non-zeros" in line
+    assert not (tmp_path / "m").exists()
+
+
+def _large_heart_scale(directory, copies=100):
+    """heart_scale repeated: --proba output far beyond a pipe's 64 KiB buffer."""
+    with open(HEART_SCALE) as f:
+        text = f.read()
+    return _write(directory / "big.svm", text * copies)
+
+
+def test_predict_to_a_closed_pipe_exits_0_quietly(tmp_path, trained):
+    _large_heart_scale(tmp_path)
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c",
+         '"%s" -m gluon_sparse predict big.svm --model-dir "%s" --out - --proba | head -1'
+         % (sys.executable, trained)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr  # pipefail: gluon-sparse's own status
+    assert result.stderr == ""
+    assert len(result.stdout.splitlines()) == 1 and len(result.stdout.split()) == 2
+
+
+def test_nan_in_a_predict_file_names_the_file_and_line(tmp_path, trained):
+    _write(tmp_path / "nan.svm", "1 1:0.5 2:0.25\n-1 1:0.1 3:nan\n")
+    result = _run_module("predict", "nan.svm", "--model-dir", str(trained), "--out", "p.txt",
+                         cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "nan.svm, line 2" in line and "3:nan" in line
+    assert not (tmp_path / "p.txt").exists()
+
+
+def test_invalid_bytes_are_shown_escaped_once(tmp_path):
+    _write(tmp_path / "bytes.svm", b"1 1:0.5\n0 2:0.\xfc5\n")
+    result = _run_module("train", "bytes.svm", "--model-dir", "m", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "bytes.svm, line 2" in line
+    assert "'2:0.\\xfc5'" in line and "\\\\x" not in line, line
+
+
+def test_version(tmp_path):
+    import gluon_sparse
+    result = _run_module("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "gluon-sparse %s" % gluon_sparse.__version__
+
+
+def test_batch_size_clipping_is_said_once(tmp_path):
+    result = _run_module("train", HEART_SCALE, "--model-dir", "m", "--batch-size", "5000",
+                         "--epochs", "3", "--hidden", "8", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # not once an epoch
+    assert "--batch-size 5000" in result.stderr and "216 training samples" in result.stderr
+    assert load(tmp_path / "m").batch_size == 216
+
+
+def test_undefined_metrics_are_said_not_warned(tmp_path):
+    # A held-out file of one class: AUC is not defined on it.
+    with open(HEART_SCALE) as f:
+        positives = [line for line in f if line.startswith("+1")][:20]
+    _write(tmp_path / "one_class.svm", "".join(positives))
+    result = _run_module("train", HEART_SCALE, "--model-dir", "m", "--test", "one_class.svm",
+                         *FAST, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert "auc n/a" in result.stdout
+    evaluated = _run_module("evaluate", "one_class.svm", "--model-dir", "m", cwd=tmp_path)
+    assert evaluated.returncode == 0 and "Warning" not in evaluated.stderr, evaluated.stderr
+    assert "auc n/a" in evaluated.stdout

@@ -100,7 +100,7 @@ def test_benchmarks_page_includes_results_md(html_dir):
 
 def test_tutorials_are_rendered_with_their_outputs(html_dir):
     notebooks = sorted(n for n in os.listdir(TUTORIALS) if n.endswith(".ipynb"))
-    assert len(notebooks) == 4, notebooks
+    assert len(notebooks) == 5, notebooks
     for notebook in notebooks:
         page = html_dir / "notebooks" / notebook.replace(".ipynb", ".html")
         html = page.read_text()

@@ -31,17 +31,17 @@ _MULTILABEL, _REJECT_ZERO, _REQUIRE_SORTED, _FLOAT32 = 1, 2, 4, 8
 _OUT_OF_MEMORY = 1
 _ERROR_MESSAGES = {
     1: "out of memory while parsing",
-    2: "invalid label {token!r} (expected a number{labels})",
-    3: "invalid feature {token!r} (expected index:value)",
-    4: "invalid feature index in {token!r} (expected an integer)",
-    5: "invalid feature index in {token!r}: indices must not be negative",
-    6: "invalid feature index in {token!r}: index 0 with zero_based=False (indices are one-based)",
-    7: "invalid feature value in {token!r} (expected a number)",
-    8: "feature index {detail} in {token!r} is smaller than the previous one "
+    2: "invalid label {token} (expected a number{labels})",
+    3: "invalid feature {token} (expected index:value)",
+    4: "invalid feature index in {token} (expected an integer)",
+    5: "invalid feature index in {token}: indices must not be negative",
+    6: "invalid feature index in {token}: index 0 with zero_based=False (indices are one-based)",
+    7: "invalid feature value in {token} (expected a number)",
+    8: "feature index {detail} in {token} is smaller than the previous one "
        "(allow_unsorted=False requires increasing indices)",
-    9: "duplicate feature index {detail} in {token!r} (indices in a row must be unique)",
-    10: "invalid query id {token!r} (expected qid:<integer>)",
-    11: "feature index in {token!r} is too large",
+    9: "duplicate feature index {detail} in {token} (indices in a row must be unique)",
+    10: "invalid query id {token} (expected qid:<integer>)",
+    11: "feature index in {token} is too large",
 }
 _MAX_TOKEN_CHARS = 60
 _INT32_MAX = np.iinfo(np.int32).max
@@ -141,9 +141,12 @@ def _describe_error(buf, info, source, line_base, multilabel):
     line = line_base + lib.gs_libsvm_line_of_offset(address, length, info.token_offset)
     start = info.token_offset
     token = bytes(array[start:start + min(info.token_length, _MAX_TOKEN_CHARS)])
+    # Quoted by hand, not with repr(): repr would escape the backslash of an
+    # invalid byte's \xNN a second time ('\\xfc').
     token = token.decode("utf-8", errors="backslashreplace")
     if info.token_length > _MAX_TOKEN_CHARS:
         token += "..."
+    token = "'%s'" % token
     message = _ERROR_MESSAGES.get(info.code, "parser error %d" % info.code).format(
         token=token, detail=info.detail,
         labels=" or comma separated numbers" if multilabel else "")

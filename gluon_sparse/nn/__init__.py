@@ -1,5 +1,8 @@
-"""Gluon blocks for CSR input with row_sparse weight gradients."""
+"""Gluon blocks for CSR input with row_sparse weight gradients, and sampled output layers."""
 from .basic_layers import FactorizationMachine, FullyConnectedSparse
 from .row_sparse_weight import FullyConnectedSparseRowSparseWeight
+from .sparse_output import SampledOutput
+from .topk import top_k_scores
 
-__all__ = ["FullyConnectedSparse", "FactorizationMachine", "FullyConnectedSparseRowSparseWeight"]
+__all__ = ["FullyConnectedSparse", "FactorizationMachine", "FullyConnectedSparseRowSparseWeight",
+           "SampledOutput", "top_k_scores"]

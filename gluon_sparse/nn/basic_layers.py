@@ -146,16 +146,12 @@ class FullyConnectedSparse(_SparseInputBlock):
         Storage type of the weight gradient. ``'default'`` gives a dense gradient
         (useful only to measure what sparsity saves).
 
-    Inputs
-    ------
-    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
-
-    Outputs
-    -------
-    out : NDArray of shape ``(batch_size, units)``
-
     Notes
     -----
+    Called as ``block(data)``: ``data`` is a CSRNDArray (or NDArray) of shape
+    ``(batch_size, in_units)``; the result an NDArray of shape
+    ``(batch_size, units)``.
+
     Cost of a step: the forward and the ``row_sparse`` weight gradient cost
     O(nnz x units) plus sorting the batch's feature ids (operator
     ``gluon_sparse_dot``), nothing proportional to ``in_units``; with a lazy
@@ -248,13 +244,11 @@ class FactorizationMachine(_SparseInputBlock):
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of ``w_0``.
 
-    Inputs
-    ------
-    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
-
-    Outputs
-    -------
-    out : NDArray of shape ``(batch_size, 1)``
+    Notes
+    -----
+    Called as ``block(data)``: ``data`` is a CSRNDArray (or NDArray) of shape
+    ``(batch_size, in_units)``; the result an NDArray of shape
+    ``(batch_size, 1)``.
     """
 
     _row_params = ("factor", "linear")

@@ -66,13 +66,11 @@ class FullyConnectedSparseRowSparseWeight(Block):
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
 
-    Inputs
-    ------
-    data : CSRNDArray or NDArray of shape ``(batch_size, in_units)``
-
-    Outputs
-    -------
-    out : NDArray of shape ``(batch_size, units)``
+    Notes
+    -----
+    Called as ``block(data)``: ``data`` is a CSRNDArray (or NDArray) of shape
+    ``(batch_size, in_units)``; the result an NDArray of shape
+    ``(batch_size, units)``.
 
     Examples
     --------

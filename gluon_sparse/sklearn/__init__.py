@@ -14,8 +14,9 @@ goes) is described in ``gluon_sparse/sklearn/_base.py`` and the user guide.
 from ._context import parse_context
 from ._persistence import check_model_dir_writable, is_model_dir, load, save
 from .mlp import SparseMLPClassifier, SparseMLPRegressor
+from .multilabel import SparseMultiLabelClassifier
 from .net import SparseNetClassifier, SparseNetRegressor
 
 __all__ = ["SparseMLPClassifier", "SparseMLPRegressor", "SparseNetClassifier",
-           "SparseNetRegressor", "load", "save", "is_model_dir", "check_model_dir_writable",
-           "parse_context"]
+           "SparseNetRegressor", "SparseMultiLabelClassifier", "load", "save", "is_model_dir",
+           "check_model_dir_writable", "parse_context"]

@@ -1,10 +1,10 @@
 """Synthetic sparse data sets, generated in memory (nothing is downloaded).
 
 :func:`make_reference_dataset` is the project's reference workload: 1000
-samples x 1,000,000 features at density 1e-5 (about 10 non-zeros a row), the
-label saying whether a row's sum is above the mean row sum. It is what
-``gluon-sparse train`` trains on when it is given no data, and what the
-benchmarks call "the reference dataset".
+samples x 1,000,000 features at density 1e-5 (about 10 non-zeros a row), with
+a planted linear signal in the labels. It is what ``gluon-sparse train`` trains
+on when it is given no data, and what the benchmarks call "the reference
+dataset".
 """
 import numpy as np
 import scipy.sparse as sp
@@ -12,8 +12,12 @@ import scipy.sparse as sp
 __all__ = ["make_reference_dataset"]
 
 
+LABEL_RULES = ("linear", "row_sum")
+
+
 def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, feature_skew=1.2,
-                           random_state=0, dtype=np.float32):
+                           random_state=0, dtype=np.float32, label_rule="linear",
+                           n_informative=1000):
     """Generate the reference sparse binary classification data set.
 
     Every non-zero sits in a uniformly drawn row; its column is drawn from a
@@ -23,7 +27,21 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
     samples: with uniform columns (``feature_skew=0``) almost every feature
     occurs once, so nothing learned about it carries over to new rows and
     any model scores at chance on held-out data. Values are uniform in
-    ``(0, 1]``; the label is ``row sum > mean row sum``.
+    ``(0, 1]``.
+
+    The labels follow ``label_rule``. ``'linear'`` (the default) plants a
+    linear signal in the ``n_informative`` most frequent features, as in
+    click data where common features carry the signal and the long tail is
+    noise: each of them gets a hidden weight drawn from N(0, 1) (every other
+    feature 0), and a row is labelled 1 when its score ``X @ w`` is above
+    the median score (balanced classes). With the defaults about 80% of the
+    non-zeros fall on informative features, each seen many times in a
+    thousand rows, so a model's held-out accuracy climbs over the epochs (to
+    about 0.85 with ``gluon-sparse train``'s defaults). ``'row_sum'`` is the
+    rule of gluon-sparse 0.1 (``row sum > mean row sum``), a weak signal
+    that 800 training rows learn only to about 0.7 before overfitting; it is
+    kept so that figures made with it can be reproduced. ``X`` does not
+    depend on the rule.
 
     Parameters
     ----------
@@ -40,17 +58,22 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
         Seed; the same seed gives the same data on every platform.
     dtype : numpy dtype, default float32
         dtype of the values.
+    label_rule : {'linear', 'row_sum'}, default 'linear'
+        How the labels derive from ``X`` (see above).
+    n_informative : int, default 1000
+        Number of features (the most frequent ones) that carry the planted
+        signal of ``label_rule='linear'``.
 
     Returns
     -------
     X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
         Sorted indices, no duplicates.
     y : numpy.ndarray of int64, shape (n_samples,)
-        1 where the row sum is above the mean row sum, else 0.
+        0 or 1, by ``label_rule``.
 
     Examples
     --------
-    >>> from gluon_sparse.datasets import make_reference_dataset
+    >>> from gluon_sparse.data import make_reference_dataset
     >>> X, y = make_reference_dataset()
     >>> X.shape, X.nnz
     ((1000, 1000000), 10000)
@@ -60,6 +83,10 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
                          % (n_samples, n_features))
     if not 0 < density <= 1:
         raise ValueError("density must be in (0, 1], got %r" % (density,))
+    if label_rule not in LABEL_RULES:
+        raise ValueError("label_rule must be one of %s, got %r" % (LABEL_RULES, label_rule))
+    if n_informative < 1:
+        raise ValueError("n_informative must be >= 1, got %r" % (n_informative,))
     if feature_skew < 0:
         raise ValueError("feature_skew must be >= 0, got %r" % (feature_skew,))
     nnz = max(1, int(round(n_samples * n_features * density)))
@@ -92,6 +119,14 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
     values = np.where(values == 0, np.dtype(dtype).type(1), values)  # (0, 1]: a stored entry is never zero
     X = sp.csr_matrix((values, (chosen_rows, chosen_cols)), shape=(n_samples, n_features))
     X.sort_indices()
-    row_sums = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()
-    y = (row_sums > row_sums.mean()).astype(np.int64)
-    return X, y
+    if label_rule == "row_sum":
+        row_sums = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()
+        return X, (row_sums > row_sums.mean()).astype(np.int64)
+    # Drawn after X, from the same generator: X is the same under either rule.
+    informative = min(n_informative, n_features)
+    if not feature_skew:
+        feature_by_rank = rng.permutation(n_features)
+    weights = np.zeros(n_features)
+    weights[feature_by_rank[:informative]] = rng.standard_normal(informative)
+    scores = X.astype(np.float64) @ weights
+    return X, (scores > np.median(scores)).astype(np.int64)

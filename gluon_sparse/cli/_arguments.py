@@ -1,0 +1,84 @@
+"""argparse ``type=`` functions: each turns one option's text into its value or
+raises :class:`argparse.ArgumentTypeError` naming what was expected."""
+import argparse
+
+# MXNet registers an optimizer named 'test' for its own unit tests; it is not
+# one to train with, so the command line neither offers nor accepts it.
+_INTERNAL_OPTIMIZERS = frozenset({"test"})
+
+
+def hidden_sizes(text):
+    """``'128,8'`` -> ``(128, 8)``; ``''``, ``'none'`` or ``'linear'`` -> ``()``."""
+    text = text.strip()
+    if text in ("", "none", "linear"):
+        return ()
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected comma separated positive integers such as "
+                                         "128,8, got %r" % text) from None
+    if any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError("hidden layer sizes must be >= 1, got %r" % text)
+    return sizes
+
+
+def positive(kind):
+    """A parser of positive numbers of type ``kind`` (int or float)."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected a positive %s, got %r"
+                                             % (kind.__name__, text)) from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError("expected a positive %s, got %r"
+                                             % (kind.__name__, text))
+        return value
+    return parse
+
+
+def fraction(text):
+    """A number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number in [0, 1), got %r" % text) from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError("expected a number in [0, 1), got %r" % text)
+    return value
+
+
+def zero_based(text):
+    """``auto``, ``true`` or ``false`` -> ``'auto'``, True or False."""
+    choices = {"auto": "auto", "true": True, "false": False}
+    if text.strip().lower() not in choices:
+        raise argparse.ArgumentTypeError("expected auto, true or false, got %r" % text)
+    return choices[text.strip().lower()]
+
+
+def context(text):
+    """``cpu``, ``gpu`` or ``gpu:N``, checked against the GPUs MXNet sees."""
+    from ..sklearn import parse_context
+    try:
+        parse_context(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def optimizer_names():
+    """The MXNet optimizers one can train with (gluon-sparse's registered first)."""
+    import mxnet as mx
+
+    from .. import optimizer  # noqa: F401  registers 'sparseadam'
+    return sorted(set(mx.optimizer.Optimizer.opt_registry) - _INTERNAL_OPTIMIZERS)
+
+
+def optimizer_name(text):
+    """A registered MXNet optimizer name, lower-cased."""
+    name = text.strip().lower()
+    known = optimizer_names()
+    if name not in known:
+        raise argparse.ArgumentTypeError("unknown optimizer %r; choose from %s"
+                                         % (text, ", ".join(known)))
+    return name

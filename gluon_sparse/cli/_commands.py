@@ -1,0 +1,53 @@
+"""``gluon-sparse predict``, ``evaluate`` and ``launch``."""
+import numpy as np
+
+from . import _files, _multilabel
+from ._errors import InputError
+from ._metrics import format_metrics, metrics
+
+
+def predict(args):
+    """Write one prediction (or probability row) a line; returns the exit status."""
+    _files.check_readable(args.data)
+    _files.check_output_file(args.out)
+    model = _files.load_model(args.model_dir)
+    if args.top_k is not None or _multilabel.is_multilabel_model(model):
+        if args.top_k is None:
+            args.top_k = 5
+        return _multilabel.predict_top_k(args, model)
+    if args.proba and not hasattr(model, "predict_proba"):
+        raise InputError("--proba needs a classification model; %s holds a %s"
+                         % (args.model_dir, type(model).__name__))
+    X, _ = _files.load_for_model(args.data, model)
+    if args.proba:
+        lines = (" ".join("%.6g" % p for p in row) for row in model.predict_proba(X))
+    else:
+        lines = (_files.format_label(value) if np.ndim(value) == 0
+                 else " ".join("%.6g" % v for v in value) for value in model.predict(X))
+    _files.write_lines(args.out, lines)
+    if args.out != "-":
+        print("%d predictions written to %s" % (X.shape[0], args.out))
+    return 0
+
+
+def evaluate(args):
+    """Print the model's metrics on a labelled file; returns the exit status."""
+    _files.check_readable(args.data)
+    model = _files.load_model(args.model_dir)
+    if _multilabel.is_multilabel_model(model):
+        return _multilabel.evaluate(args, model)
+    X, y = _files.load_for_model(args.data, model)
+    print("%s: %d samples  %s" % (args.data, X.shape[0], format_metrics(metrics(model, X, y))))
+    return 0
+
+
+def add_launch_arguments(parser):
+    """The launcher's own options on the ``launch`` subcommand."""
+    from ..distributed import launcher
+    launcher.add_arguments(parser)
+
+
+def launch(args):
+    """Start a distributed job; returns the exit status of the launcher."""
+    from ..distributed import launcher
+    return launcher.run(args)

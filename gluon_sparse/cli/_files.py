@@ -1,0 +1,131 @@
+"""Files the command line reads and writes: LibSVM input (checked for what
+training cannot use), the model directory (checked before training), and
+predictions (written atomically or to stdout)."""
+import math
+import os
+import sys
+
+import numpy as np
+
+from .._fileio import atomic_file
+from ._errors import InputError
+
+def check_readable(path):
+    """Raise InputError unless ``path`` is a file this process can open for reading."""
+    if os.path.isdir(path):
+        raise InputError("%s is a directory, not a LibSVM file" % path)
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise InputError("cannot read %s: %s" % (path, err.strerror or err)) from None
+
+
+def check_model_dir(path):
+    """Check, before any work, that a model can be written to ``path``.
+
+    Returns True when ``path`` already holds a model (which ``train`` will
+    replace), False when the save will create it. Raises InputError for
+    anything else there (a file, a directory with other content) and for a
+    destination that is not writable.
+    """
+    from ..sklearn import check_model_dir_writable
+    try:
+        return check_model_dir_writable(path)
+    except OSError as err:
+        raise InputError("--model-dir %s: %s; choose a new or empty directory"
+                         % (path, err.strerror or err)) from None
+
+
+def load(paths, n_features=None, zero_based="auto"):
+    """Read LibSVM files: ``(X, y, zero_based)``, the last the index base used.
+
+    Raises InputError for files without samples and for non-finite feature
+    values (naming the file and line); the parser's own errors (malformed
+    text) name the file, line and token.
+    """
+    from ..data import load_libsvm
+    for path in paths:
+        check_readable(path)
+    X, y, zero_based = load_libsvm(paths if len(paths) > 1 else paths[0], num_features=n_features,
+                                   zero_based=zero_based, return_zero_based=True)
+    names = ", ".join(map(str, paths))
+    if X.shape[0] == 0:
+        raise InputError("%s holds no samples" % names)
+    if not np.isfinite(X.data).all():
+        raise InputError(_describe_non_finite(paths))
+    return X, np.asarray(y), zero_based
+
+
+def check_has_features(X, paths):
+    """Raise InputError when the training data has no feature values at all."""
+    if X.nnz == 0:
+        raise InputError("%s: %d samples but no feature values (0 non-zeros): a file of labels "
+                         "only has nothing to learn from" % (", ".join(map(str, paths)),
+                                                             X.shape[0]))
+
+
+def _describe_non_finite(paths):
+    """'FILE, line N: ...' for the first NaN or infinite feature value in ``paths``."""
+    for path in paths:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                for token in raw.split(b"#", 1)[0].split()[1:]:
+                    _, _, value = token.partition(b":")
+                    try:
+                        # float32, as the data is stored: 1e39 is infinite there.
+                        finite = math.isfinite(np.float32(float(value)))
+                    except ValueError:
+                        continue
+                    if not finite:
+                        return ("%s, line %d: feature value in '%s' is not a finite number "
+                                "(NaN and infinity cannot be trained on or predicted)"
+                                % (path, number, token.decode("utf-8", "backslashreplace")))
+    return "%s: a feature value is not a finite number" % ", ".join(map(str, paths))
+
+
+def load_for_model(path, model):
+    """Read a file for a trained model: its width, and the index base of its training files."""
+    # 'auto' alone decides per file: a zero-based training file without
+    # feature 0 reads as one-based, a test file with feature 0 as zero-based,
+    # and every column would be shifted by one against the model's.
+    X, y, _ = load([path], n_features=model.n_features_in_,
+                   zero_based=getattr(model, "zero_based_", "auto"))
+    return X, y
+
+
+def load_model(model_dir):
+    """The estimator saved in ``model_dir`` (InputError when there is none)."""
+    from ..sklearn import is_model_dir, load as load_estimator
+    if not is_model_dir(model_dir):
+        raise InputError("--model-dir %s is not a gluon-sparse model directory (train writes one)"
+                         % model_dir)
+    return load_estimator(model_dir)
+
+
+def format_label(value):
+    """A label as text: integral floats without their '.0'."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def check_output_file(path):
+    """Raise InputError unless ``path`` is '-' or a file in an existing directory."""
+    if path == "-":
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InputError("cannot write %s: directory %s does not exist" % (path, directory))
+    if os.path.isdir(path):
+        raise InputError("cannot write %s: it is a directory" % path)
+
+
+def write_lines(path, lines):
+    """Write text lines to ``path`` atomically, or to stdout when ``path`` is '-'."""
+    if path == "-":
+        sys.stdout.writelines(line + "\n" for line in lines)
+        sys.stdout.flush()
+        return
+    with atomic_file(path, "w") as f:
+        f.writelines(line + "\n" for line in lines)

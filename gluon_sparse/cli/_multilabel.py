@@ -1,0 +1,146 @@
+"""Multi-label models on the command line: ``train --multilabel``, ``predict --top-k``,
+``evaluate`` with precision@k and nDCG@k.
+
+Files are multi-label LibSVM (``3,17,204 f:v ...``) or the extreme-classification
+format (header ``num_rows num_features num_labels``); labels are integer ids. The
+model is a :class:`~gluon_sparse.sklearn.SparseMultiLabelClassifier` whose labels
+are the ids ``0 .. L-1``.
+"""
+import os
+import time
+
+import numpy as np
+
+from . import _files
+from ._errors import InputError
+
+__all__ = ["train", "predict_top_k", "evaluate", "is_multilabel_model", "ranking_metrics"]
+
+_KS = (1, 3, 5)
+
+
+def is_multilabel_model(model):
+    """Whether ``model`` ranks labels (a SparseMultiLabelClassifier fitted on label sets)."""
+    return hasattr(model, "predict_top_k") and getattr(model, "multilabel_", False)
+
+
+def _load(paths, num_features=None, num_labels=None, zero_based="auto"):
+    from ..data import load_multilabel
+    for path in paths:
+        _files.check_readable(path)
+    try:
+        X, Y, zero_based = load_multilabel(paths if len(paths) > 1 else paths[0],
+                                           num_features=num_features, zero_based=zero_based,
+                                           allow_empty=True, return_zero_based=True)
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if X.shape[0] == 0:
+        raise InputError("%s holds no samples" % ", ".join(map(str, paths)))
+    if num_labels is not None:
+        # Labels the model never saw can never be predicted: dropped, i.e. misses.
+        Y = Y[:, :num_labels] if Y.shape[1] >= num_labels else _widen(Y, num_labels)
+    return X, Y, zero_based
+
+
+def _widen(Y, num_labels):
+    import scipy.sparse as sp
+    return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], num_labels))
+
+
+def _load_for_model(path, model):
+    X, Y, _ = _load([path], num_features=model.n_features_in_, num_labels=model.n_outputs_,
+                    zero_based=getattr(model, "zero_based_", "auto"))
+    return X, Y
+
+
+def ranking_metrics(model, X, Y):
+    """``{'P@1': ..., 'P@3': ..., 'P@5': ..., 'nDCG@1': ..., ...}`` of ``model`` on ``(X, Y)``."""
+    from ..nn.topk import ndcg_at_k, precision_at_k
+    k = min(max(_KS), model.n_outputs_)
+    labels, _ = model.predict_top_k(X, k)
+    ids = np.searchsorted(model.classes_, labels)  # classes_ are 0..L-1: ids as labels
+    values = {}
+    for metric, name in ((precision_at_k, "P"), (ndcg_at_k, "nDCG")):
+        for kk in _KS:
+            if kk <= k:
+                values["%s@%d" % (name, kk)] = metric(Y, ids, kk)
+    return values
+
+
+def _format(values):
+    return "  ".join("%s %.4f" % item for item in values.items())
+
+
+def train(args):
+    """``gluon-sparse train --multilabel``; returns the exit status."""
+    from ..sklearn import SparseMultiLabelClassifier
+    start = time.perf_counter()
+    if not args.data:
+        raise InputError("train --multilabel needs DATA: multi-label LibSVM or XC file(s)")
+    if args.test and args.validation_fraction is not None:
+        raise InputError("pass --test or --validation-fraction, not both")
+    replacing = _files.check_model_dir(args.model_dir)
+    X, Y, zero_based = _load(args.data, zero_based=args.zero_based)
+    _files.check_has_features(X, args.data)
+    print("data: %s: %d samples x %d features, %d labels (%.2f a sample)"
+          % (", ".join(args.data), X.shape[0], X.shape[1], Y.shape[1], Y.nnz / X.shape[0]))
+    if args.test:
+        X_test, Y_test, _ = _load([args.test], num_features=X.shape[1], num_labels=Y.shape[1],
+                                  zero_based=zero_based)
+    else:
+        fraction = 0.2 if args.validation_fraction is None else args.validation_fraction
+        order = np.random.default_rng(args.seed).permutation(X.shape[0])
+        n_test = int(round(fraction * X.shape[0]))
+        X_test, Y_test = (X[order[:n_test]], Y[order[:n_test]]) if n_test else (None, None)
+        X, Y = X[order[n_test:]], Y[order[n_test:]]
+    model = SparseMultiLabelClassifier(
+        hidden_layer_sizes=args.hidden or (256,), num_sampled=args.num_sampled,
+        batch_size=min(args.batch_size, X.shape[0]), learning_rate_init=args.lr,
+        alpha=args.alpha, optimizer=args.optimizer, ctx=args.ctx, random_state=args.seed)
+    print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d"
+          % (",".join(map(str, model.hidden_layer_sizes)), args.num_sampled, args.lr,
+             model.batch_size))
+    if replacing:
+        print("model-dir: %s holds a model; it will be replaced when training ends"
+              % args.model_dir)
+    values = {}
+    for epoch in range(args.epochs):
+        epoch_start = time.perf_counter()
+        model.partial_fit(X, Y)
+        values = {"loss": model.loss_}
+        if X_test is not None:
+            values.update(ranking_metrics(model, X_test, Y_test))
+        print("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs, _format(values),
+                                             time.perf_counter() - epoch_start))
+    model.zero_based_ = zero_based
+    model.save(args.model_dir)
+    print("summary: %d epochs in %.1f s; %s; model written to %s"
+          % (args.epochs, time.perf_counter() - start, _format(values),
+             os.path.abspath(args.model_dir)))
+    return 0
+
+
+def predict_top_k(args, model):
+    """``gluon-sparse predict --top-k K``: one line a row, ``label:score ...``."""
+    k = args.top_k
+    if not hasattr(model, "predict_top_k"):
+        raise InputError("--top-k needs a multi-label model (train --multilabel); %s holds a %s"
+                         % (args.model_dir, type(model).__name__))
+    if k > model.n_outputs_:
+        raise InputError("--top-k %d is more than the model's %d labels" % (k, model.n_outputs_))
+    X, _ = _load_for_model(args.data, model)
+    labels, scores = model.predict_top_k(X, k)
+    lines = (" ".join("%s:%.6g" % (_files.format_label(label), score)
+                      for label, score in zip(row_labels, row_scores))
+             for row_labels, row_scores in zip(labels, scores))
+    _files.write_lines(args.out, lines)
+    if args.out != "-":
+        print("%d predictions written to %s" % (X.shape[0], args.out))
+    return 0
+
+
+def evaluate(args, model):
+    """``gluon-sparse evaluate`` of a multi-label model: P@1/3/5 and nDCG@1/3/5."""
+    X, Y = _load_for_model(args.data, model)
+    print("%s: %d samples  %s" % (args.data, X.shape[0], _format(ranking_metrics(model, X, Y))))
+    return 0

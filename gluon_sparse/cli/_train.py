@@ -1,0 +1,140 @@
+"""``gluon-sparse train``: checks, data, the epoch loop and the closing summary.
+
+Everything that can fail on the user's input is checked before the first
+epoch: flags that contradict each other, the files (readable, parseable, with
+feature values), and the model directory (a new path, an empty directory or a
+model to replace). After training only the atomic write of the model is left.
+"""
+import logging
+import os
+import time
+
+import numpy as np
+
+from . import _files
+from ._errors import InputError
+from ._metrics import format_metrics, metrics
+from ._parser import DEFAULT_VALIDATION_FRACTION
+
+logger = logging.getLogger("gluon_sparse.cli")
+
+
+def train(args):
+    """Run ``gluon-sparse train`` on parsed arguments; returns the exit status."""
+    if args.multilabel:
+        from . import _multilabel
+        return _multilabel.train(args)
+    start = time.perf_counter()
+    fraction = _validation_fraction(args)
+    for path in args.data + ([args.test] if args.test else []):
+        _files.check_readable(path)
+    replacing = _files.check_model_dir(args.model_dir)
+
+    X, y, zero_based, source = _training_data(args)
+    print("data: %s: %d samples x %d features, %d non-zeros (density %.2g)"
+          % (source, X.shape[0], X.shape[1], X.nnz, X.nnz / max(1, X.shape[0] * X.shape[1])))
+    classify = args.task == "classification"
+    X_train, y_train, X_test, y_test, held_out = _split(args, X, y, zero_based, fraction,
+                                                        classify)
+    model = _build_model(args, X_train.shape[0], classify)
+    fit_args = {"classes": np.unique(y_train)} if classify else {}
+    if classify and len(fit_args["classes"]) < 2:
+        raise InputError("the training labels hold a single class (%s); classification needs "
+                         "two or more" % _files.format_label(fit_args["classes"][0]))
+    print("model: %s hidden=%s optimizer=%s lr=%g batch=%d ctx=%s; metrics on %s"
+          % (type(model).__name__, ",".join(map(str, args.hidden)) or "none", args.optimizer,
+             args.lr, model.batch_size, args.ctx, held_out or "nothing (no held-out data)"))
+    if replacing:
+        print("model-dir: %s holds a model; it will be replaced when training ends"
+              % args.model_dir)
+
+    last_metrics = _fit_epochs(args, model, X_train, y_train, X_test, y_test, fit_args)
+    if zero_based != "auto":
+        # Saved with the model: predict and evaluate read their files with it.
+        model.zero_based_ = zero_based
+    model.save(args.model_dir)
+    scores = {name: value for name, value in last_metrics.items() if name != "loss"}
+    # The one line that says what was done: time (data, training and save),
+    # the last epoch's held-out numbers and where the model is.
+    print("summary: %d epochs in %.1f s; %s; model written to %s"
+          % (args.epochs, time.perf_counter() - start,
+             ("held-out " + format_metrics(scores)) if scores
+             else "training loss %.4f (no held-out data)" % last_metrics["loss"],
+             os.path.abspath(args.model_dir)))
+    return 0
+
+
+def _validation_fraction(args):
+    if args.test and args.validation_fraction is not None:
+        raise InputError("--validation-fraction holds out part of the training data when no "
+                         "--test file is given; pass one or the other, not both")
+    if args.validation_fraction is None:
+        return DEFAULT_VALIDATION_FRACTION
+    return args.validation_fraction
+
+
+def _training_data(args):
+    """``(X, y, zero_based, description)`` of the files, or of the reference dataset."""
+    if not args.data:
+        from ..data.synthetic import make_reference_dataset
+        X, y = make_reference_dataset(random_state=args.seed)
+        # Columns of a matrix: no file base to keep.
+        return X, y, "auto", "reference dataset (generated in memory)"
+    X, y, zero_based = _files.load(args.data, zero_based=args.zero_based)
+    _files.check_has_features(X, args.data)
+    return X, y, zero_based, ", ".join(args.data)
+
+
+def _split(args, X, y, zero_based, fraction, classify):
+    """``(X_train, y_train, X_test, y_test, description of the held-out data)``."""
+    if args.test:
+        X_test, y_test, _ = _files.load([args.test], n_features=X.shape[1],
+                                        zero_based=zero_based)
+        return X, y, X_test, y_test, args.test
+    if fraction == 0:
+        return X, y, None, None, None
+    from sklearn.model_selection import train_test_split
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=fraction, random_state=args.seed,
+        stratify=y if classify and _can_stratify(y, fraction) else None)
+    return X_train, y_train, X_test, y_test, "%d held-out training samples" % X_test.shape[0]
+
+
+def _can_stratify(y, fraction):
+    _, counts = np.unique(y, return_counts=True)
+    return counts.min() >= 2 and len(counts) <= fraction * len(y)
+
+
+def _build_model(args, n_train, classify):
+    from ..sklearn import SparseMLPClassifier, SparseMLPRegressor
+    batch_size = args.batch_size
+    if batch_size > n_train:
+        # Said once here; the estimator would otherwise warn at every epoch.
+        logger.warning("--batch-size %d is larger than the %d training samples: each epoch is "
+                       "one batch of %d", batch_size, n_train, n_train)
+        batch_size = n_train
+    estimator = SparseMLPClassifier if classify else SparseMLPRegressor
+    return estimator(hidden_layer_sizes=args.hidden, batch_size=batch_size,
+                     learning_rate_init=args.lr, alpha=args.alpha, optimizer=args.optimizer,
+                     ctx=args.ctx, random_state=args.seed)
+
+
+def _fit_epochs(args, model, X_train, y_train, X_test, y_test, fit_args):
+    """Train ``args.epochs`` epochs, one line each; the last epoch's metrics."""
+    from tqdm.auto import tqdm
+    # disable=None: a bar on terminals only, not in logs and pipes.
+    progress = tqdm(range(args.epochs), desc="train", unit="epoch",
+                    disable=True if args.quiet else None)
+    values = {}
+    for epoch in progress:
+        start = time.perf_counter()
+        model.partial_fit(X_train, y_train, **fit_args)
+        seconds = time.perf_counter() - start
+        values = {"loss": model.loss_}
+        if X_test is not None:
+            values.update(metrics(model, X_test, y_test))
+        progress.set_postfix({name: "n/a" if value is None else "%.4f" % value
+                              for name, value in values.items()})
+        tqdm.write("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs,
+                                                   format_metrics(values), seconds))
+    return values

@@ -1,0 +1,282 @@
+"""Multi-label data: LibSVM with label lists and the extreme-classification repository format.
+
+Two text formats, both parsed by the native LibSVM parser:
+
+* multi-label LibSVM, one example a line: ``3,17,204 f:v f:v ...`` (comma
+  separated label ids, then the features; a line starting with a space has
+  no label);
+* the extreme-classification repository's format (Bhatia et al.): the same
+  lines after a header ``num_rows num_features num_labels``, features and
+  labels zero-based.
+
+Labels are non-negative integer ids and come back as a CSR *indicator*
+matrix ``Y`` of shape ``(num_rows, num_labels)`` (one 1.0 per positive),
+which is what :class:`~gluon_sparse.nn.SampledOutput` and scikit-learn's
+multi-label estimators take. Errors name the file and the line: a label that
+is not an integer id or is out of range, a row without labels (unless
+``allow_empty=True``), a feature index beyond the header's, and a header that
+disagrees with the rows of the file.
+"""
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from .batchify import CSRBatchify
+from .libsvm import (_as_path_list, _check_zero_based, open_libsvm_buffer, parse_libsvm_bytes,
+                     row_line_number)
+from .sampler import BatchSampler, PartitionSampler
+
+__all__ = ["load_multilabel", "MultiLabelDataset", "MultiLabelLoader", "labels_to_indicator"]
+
+logger = logging.getLogger(__name__)
+
+
+def _read_header(buf, path):
+    """``((num_rows, num_features, num_labels), body offset)`` if the file starts with an XC header."""
+    end = buf.find(b"\n")
+    first = bytes(buf[:end if end >= 0 else len(buf)])
+    tokens = first.split()
+    if len(tokens) != 3 or not all(t.isdigit() for t in tokens):
+        return None, 0
+    header = tuple(int(t) for t in tokens)
+    if header[1] == 0 or header[2] == 0:
+        raise ValueError("%s, line 1: the header %r declares %d features and %d labels; both "
+                         "must be positive" % (path, first.decode(errors="replace"), header[1],
+                                               header[2]))
+    return header, (end + 1 if end >= 0 else len(buf))
+
+
+def _label_error(path, body, line_base, row, message):
+    return ValueError("%s, line %d: %s" % (path, row_line_number(body, row, line_base), message))
+
+
+def _parse_file(path, fmt, dtype):
+    """(chunk, header, body offset, first line number) of one file."""
+    with open_libsvm_buffer(path) as buf:
+        header, offset = _read_header(buf, path) if fmt in ("auto", "xc") else (None, 0)
+        if fmt == "xc" and header is None:
+            raise ValueError("%s, line 1: expected the extreme-classification header "
+                             "'num_rows num_features num_labels'" % path)
+        body = memoryview(buf)[offset:] if offset else buf
+        line_base = 1 if header else 0
+        chunk = parse_libsvm_bytes(body, dtype=dtype, multilabel=True, source=path,
+                                   line_base=line_base)
+        del body
+    return chunk, header, line_base
+
+
+def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty):
+    """Validate labels and feature indices of a parsed file against the (declared) sizes."""
+    def error(row, message):
+        with open_libsvm_buffer(path) as buf:
+            offset = _read_header(buf, path)[1] if header else 0
+            return _label_error(path, memoryview(buf)[offset:], line_base, row, message)
+
+    if header and header[0] != chunk.num_rows:
+        raise ValueError("%s, line 1: the header declares %d rows but the file has %d data rows"
+                         % (path, header[0], chunk.num_rows))
+    counts = np.diff(chunk.label_ptr)
+    labels = chunk.labels
+    row_of = np.repeat(np.arange(chunk.num_rows), counts)
+    bad = np.flatnonzero((labels != np.floor(labels)) | (labels < 0) | (labels >= num_labels))
+    if bad.size:
+        value, row = labels[bad[0]], int(row_of[bad[0]])
+        if value != np.floor(value) or value < 0:
+            raise error(row, "label %r is not a label id (an integer >= 0)" % value)
+        raise error(row, "label %d is out of range for num_labels=%d" % (value, num_labels))
+    if not allow_empty and np.any(counts == 0):
+        raise error(int(np.argmax(counts == 0)), "the row has no label (pass allow_empty=True "
+                                                 "to keep rows without labels)")
+    if chunk.indices.size and chunk.max_index - shift >= num_features:
+        position = int(np.argmax(chunk.indices >= num_features + shift))
+        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+        raise error(row, "feature index %d is out of range for num_features=%d"
+                    % (int(chunk.indices[position]), num_features))
+
+
+def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",
+                    dtype="float32", format="auto", allow_empty=False, return_zero_based=False):
+    """Read multi-label LibSVM or extreme-classification files into ``(X, Y)``.
+
+    Parameters
+    ----------
+    paths : str, os.PathLike or list of them
+        Files, concatenated row-wise (``.gz`` / ``.bz2`` are decompressed).
+    num_features, num_labels : int, optional
+        Widths of ``X`` and ``Y``; default: the header's (XC format), else the
+        largest index + 1. Larger indices are an error naming file and line.
+    zero_based : bool or 'auto'
+        Feature index base. ``'auto'``: zero-based for XC files (the format's
+        convention), else scikit-learn's rule (one-based if no index 0 occurs).
+        Label ids are taken as written.
+    dtype : {'float32', 'float64'}
+        dtype of ``X`` and ``Y``.
+    format : {'auto', 'libsvm', 'xc'}
+        ``'auto'`` reads a first line of exactly three integers as the XC header.
+    allow_empty : bool, default False
+        Keep rows without labels (an error otherwise).
+    return_zero_based : bool, default False
+        Also return the feature index base used (what ``'auto'`` resolved to).
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (num_rows, num_features)
+    Y : scipy.sparse.csr_matrix of shape (num_rows, num_labels)
+        The label indicator (sorted indices, values 1).
+    zero_based : bool
+        Only with ``return_zero_based=True``.
+
+    Raises
+    ------
+    ValueError
+        On malformed text or inconsistent sizes, naming the file and the line.
+    """
+    _check_zero_based(zero_based)
+    if format not in ("auto", "libsvm", "xc"):
+        raise ValueError("format must be 'auto', 'libsvm' or 'xc', got %r" % (format,))
+    paths = _as_path_list(paths)
+    parsed = [(path,) + _parse_file(path, format, dtype) for path in paths]
+    headers = [p[2] for p in parsed if p[2]]
+    if headers and len(headers) != len(parsed):
+        raise ValueError("%s mixes files with and without the XC header" % (paths,))
+    chunks = [p[1] for p in parsed]
+    if zero_based == "auto":
+        one_based = not headers and all(c.indices.size and c.min_index > 0 for c in chunks)
+    else:
+        one_based = not zero_based
+    shift = 1 if one_based else 0
+    if num_features is None:
+        num_features = max([h[1] for h in headers] or
+                           [max(c.max_index for c in chunks) - shift + 1, 1])
+    if num_labels is None:
+        num_labels = max([h[2] for h in headers] or
+                         [int(max((c.labels.max() for c in chunks if c.labels.size),
+                                  default=-1)) + 1, 1])
+    for path, chunk, header, line_base in parsed:
+        declared_features = header[1] if header else num_features
+        declared_labels = header[2] if header else num_labels
+        _check_chunk(path, chunk, header, line_base, shift, min(num_features, declared_features),
+                     min(num_labels, declared_labels), allow_empty)
+    X = sp.vstack([sp.csr_matrix((c.values, c.indices.astype(np.int64) - shift, c.indptr),
+                                 shape=(c.num_rows, num_features)) for c in chunks],
+                  format="csr", dtype=dtype)
+    Y = sp.vstack([sp.csr_matrix((np.ones(c.labels.size, dtype=dtype),
+                                  c.labels.astype(np.int64), c.label_ptr),
+                                 shape=(c.num_rows, num_labels)) for c in chunks],
+                  format="csr", dtype=dtype)
+    Y.sum_duplicates()  # "3,3" is one positive
+    Y.data[:] = 1
+    logger.debug("read %d rows, %d features, %d labels from %s", X.shape[0], num_features,
+                 num_labels, paths)
+    if return_zero_based:
+        return X, Y, not one_based
+    return X, Y
+
+
+def labels_to_indicator(label_lists, num_labels=None, dtype="float32"):
+    """A CSR indicator ``(n, num_labels)`` from a list of label-id lists.
+
+    Parameters
+    ----------
+    label_lists : sequence of sequences of int
+        The positive label ids of each row (may be empty).
+    num_labels : int, optional
+        Default: the largest id + 1.
+    """
+    lengths = [len(labels) for labels in label_lists]
+    ids = np.fromiter((int(l) for labels in label_lists for l in labels), dtype=np.int64,
+                      count=sum(lengths))
+    if ids.size and ids.min() < 0:
+        raise ValueError("label ids must be >= 0, got %d" % ids.min())
+    if num_labels is None:
+        num_labels = int(ids.max()) + 1 if ids.size else 1
+    elif ids.size and ids.max() >= num_labels:
+        raise ValueError("label id %d is out of range for num_labels=%d" % (ids.max(), num_labels))
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    Y = sp.csr_matrix((np.ones(ids.size, dtype=dtype), ids, indptr),
+                      shape=(len(lengths), num_labels))
+    Y.sum_duplicates()
+    Y.data[:] = 1
+    return Y
+
+
+class MultiLabelDataset:
+    """Samples ``X`` (CSR) with a CSR label indicator ``Y``.
+
+    Parameters
+    ----------
+    data : scipy.sparse matrix
+        ``(n, num_features)``.
+    label : scipy.sparse matrix or list of label-id lists
+        ``(n, num_labels)`` indicator, or one list of ids per row.
+    num_labels : int, optional
+        For list labels: the number of labels (default: largest id + 1).
+    """
+
+    def __init__(self, data, label, num_labels=None):
+        self.data = sp.csr_matrix(data)
+        if not self.data.has_sorted_indices:
+            self.data.sort_indices()
+        if not sp.issparse(label):
+            label = labels_to_indicator(label, num_labels, dtype=self.data.dtype)
+        self.label = sp.csr_matrix(label)
+        if self.label.shape[0] != self.data.shape[0]:
+            raise ValueError("the label indicator has %d rows but data has %d"
+                             % (self.label.shape[0], self.data.shape[0]))
+
+    @classmethod
+    def from_files(cls, paths, **kwargs):
+        """Read ``paths`` with :func:`load_multilabel` (same keyword arguments)."""
+        return cls(*load_multilabel(paths, **kwargs))
+
+    @property
+    def num_features(self):
+        """Width of ``data``."""
+        return self.data.shape[1]
+
+    @property
+    def num_labels(self):
+        """Width of ``label``."""
+        return self.label.shape[1]
+
+    def __len__(self):
+        return self.data.shape[0]
+
+    def __getitem__(self, idx):
+        if not -len(self) <= idx < len(self):
+            raise IndexError("index %d out of range for a dataset of %d samples" % (idx, len(self)))
+        return self.data[idx], self.label[idx]
+
+
+class MultiLabelLoader:
+    """Batches ``(x, y)`` of a :class:`MultiLabelDataset`: ``x`` and ``y`` CSRNDArrays.
+
+    Parameters
+    ----------
+    dataset : MultiLabelDataset
+    batch_size : int
+    shuffle : bool, default False
+    seed : int, optional
+        Seed of the shuffling (a different order each epoch).
+    last_batch : {'keep', 'discard'}
+    ctx : Context, optional
+    """
+
+    def __init__(self, dataset, batch_size, shuffle=False, seed=None, last_batch="keep",
+                 ctx=None):
+        self._dataset = dataset
+        sampler = PartitionSampler(len(dataset), shuffle=shuffle, seed=seed)
+        self._batches = BatchSampler(sampler, batch_size, last_batch)
+        self._x = CSRBatchify(dataset.data)
+        self._y = CSRBatchify(dataset.label)
+        self._ctx = ctx
+
+    def __len__(self):
+        return len(self._batches)
+
+    def __iter__(self):
+        for indices in self._batches:
+            x, _ = self._x(indices, self._ctx)
+            y, _ = self._y(indices, self._ctx)
+            yield x, y

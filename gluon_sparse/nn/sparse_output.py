@@ -1,0 +1,334 @@
+"""An output layer over a huge label set, trained on sampled candidates.
+
+A dense ``Dense(L)`` output costs ``B x H x L`` per step and moves an
+``L x H`` gradient, whatever the batch. :class:`SampledOutput` scores only the
+batch's *candidate* labels (its positives plus sampled negatives), so its
+weight and bias gradients are ``row_sparse`` with the candidates' rows and a
+step costs ``B x H x C`` for ``C`` candidates, independent of ``L``.
+
+The candidate rows are read with the operator library's ``gluon_sparse_dot``
+applied to a one-hot CSR *selector* (one row per candidate, a single 1.0 in
+the candidate's column): ``dot(selector, weight)`` is exactly the gather of
+those rows, its gradient is the ``row_sparse`` scatter of the rows'
+gradients, and, crucially, it is the read path that deferred Adam
+(``SparseAdam(deferred=True)``) already refreshes: rows left behind are
+brought up to date before they are read, so deferred training equals eager
+standard Adam bitwise.
+"""
+import logging
+
+import mxnet as mx
+import numpy as np
+import scipy.sparse as sp
+from mxnet.gluon import HybridBlock
+
+from .. import _native
+from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
+from .samplers import make_sampler
+from .topk import top_k_scores
+
+__all__ = ["SampledOutput"]
+
+logger = logging.getLogger(__name__)
+
+_native.load_ops()
+
+_LOSSES = ("softmax", "bce")
+
+
+def _flush_deferred(params):
+    """Bring rows deferred by ``SparseAdam(deferred=True)`` up to date before a full read."""
+    from ..optimizer import deferred  # late: the optimizer package imports nothing from nn
+    deferred.flush(params)
+
+
+class SampledOutput(HybridBlock):
+    r"""Output layer of ``num_labels`` labels trained with sampled candidates.
+
+    Scores are ``s = h W^T + b`` with weight ``W`` of shape
+    ``(num_labels, in_units)`` and bias ``b`` of shape ``(num_labels, 1)``
+    (a column, so that it is read and updated row by row like the weight).
+    Calling the block with a batch ``h`` and its labels returns the loss of
+    each example over the batch's candidates ``S``: the distinct labels that
+    are positive for some example of the batch (present with certainty),
+    joined with the distinct labels among ``num_sampled`` draws of the
+    sampler (label ``c`` present with probability ``p_c``, see
+    :mod:`gluon_sparse.nn.samplers`).
+
+    * ``loss='softmax'``: sampled softmax cross-entropy over ``S`` with the
+      logQ correction ``s_c - log p_c`` (``p_c = 1`` for the batch's
+      positives). Multi-class: ``-log softmax_S(s)_y``. Multi-label (extreme
+      classification): the target is uniform over the example's positives,
+      ``-(1/|Y|) sum_{y in Y} log softmax_S(s)_y``; an example without
+      positives contributes 0.
+    * ``loss='bce'``: binary cross-entropy summed over the candidates, each
+      sampled negative weighted by ``1 / p_c`` (Horvitz-Thompson): an
+      unbiased estimate of the binary cross-entropy summed over all labels.
+
+    With ``sampler='all'`` the candidates are all labels, ``p = 1``, and the
+    losses are exactly the full softmax cross-entropy
+    (``gluon.loss.SoftmaxCrossEntropyLoss``) and the full binary
+    cross-entropy summed over labels (``L x SigmoidBinaryCrossEntropyLoss``).
+
+    Parameters
+    ----------
+    num_labels : int
+        Number of labels ``L``.
+    in_units : int, default 0
+        Width of the input ``h``; 0 infers it from the first batch.
+    num_sampled : int, default 1024
+        Number of negative draws per batch (with replacement; ignored by
+        ``'in_batch'`` and ``'all'``).
+    sampler : str or CandidateSampler, default 'log_uniform'
+        ``'uniform'``, ``'log_uniform'`` (labels numbered by decreasing
+        frequency), ``'frequency'`` (``label_counts ** alpha``), ``'in_batch'``
+        (negatives are the other examples' positives), ``'all'`` (full loss).
+    loss : {'softmax', 'bce'}, default 'softmax'
+    label_counts : array-like, optional
+        Training frequency of each label, for ``sampler='frequency'``.
+    alpha : float, default 0.75
+        Exponent of the ``'frequency'`` sampler.
+    use_bias : bool, default True
+    dtype : str, default 'float32'
+    weight_initializer, bias_initializer : Initializer or str, optional
+        Defaults: MXNet's default (uniform) and zeros.
+    seed : int, optional
+        Seed of the sampler's random generator (reproducible candidates).
+
+    Notes
+    -----
+    Called as ``block(h, labels)``: ``h`` is an NDArray of shape
+    ``(batch_size, in_units)``; ``labels`` an int array of shape
+    ``(batch_size,)`` (multi-class) or a CSR indicator of shape
+    ``(batch_size, num_labels)`` (``scipy.sparse`` or ``CSRNDArray``,
+    multi-label); the result the NDArray of the ``batch_size`` losses.
+
+    Both parameters have ``grad_stype='row_sparse'``; train them with
+    ``gluon.Trainer(..., 'sparseadam', {'deferred': True})`` for standard Adam
+    at a cost independent of ``L`` (eager standard Adam moves all ``L`` rows
+    every step). Reading the whole weight (:meth:`top_k`, :meth:`scores`)
+    flushes deferred rows first. The sampling happens in :meth:`forward`, in
+    Python, before the (hybridizable) graph, which takes the selector, the
+    targets and the correction as inputs.
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> from gluon_sparse.nn import SampledOutput
+    >>> out = SampledOutput(100000, num_sampled=256, seed=0)
+    >>> out.initialize()
+    >>> h = mx.nd.random.uniform(shape=(4, 32))
+    >>> out(h, mx.nd.array([3, 17, 99999, 3])).shape
+    (4,)
+    >>> ids, scores = out.top_k(h, 5)
+    >>> ids.shape
+    (4, 5)
+    """
+
+    def __init__(self, num_labels, in_units=0, num_sampled=1024, sampler="log_uniform",
+                 loss="softmax", label_counts=None, alpha=0.75, use_bias=True, dtype="float32",
+                 weight_initializer=None, bias_initializer="zeros", seed=None, prefix=None,
+                 params=None):
+        super().__init__(prefix=prefix, params=params)
+        if not isinstance(num_labels, (int, np.integer)) or num_labels <= 0:
+            raise ValueError("num_labels must be a positive int, got %r" % (num_labels,))
+        if loss not in _LOSSES:
+            raise ValueError("loss must be one of %s, got %r" % (_LOSSES, loss))
+        if not isinstance(num_sampled, (int, np.integer)) or num_sampled < 0:
+            raise ValueError("num_sampled must be an int >= 0, got %r" % (num_sampled,))
+        self._num_labels = int(num_labels)
+        self._num_sampled = int(num_sampled)
+        self._loss = loss
+        self.sampler = make_sampler(sampler, self._num_labels, label_counts, alpha)
+        self._rng = np.random.default_rng(seed)
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(self._num_labels, in_units),
+                                          init=weight_initializer, dtype=dtype,
+                                          allow_deferred_init=True, grad_stype="row_sparse")
+            if use_bias:
+                self.bias = self.params.get("bias", shape=(self._num_labels, 1),
+                                            init=bias_initializer, dtype=dtype,
+                                            allow_deferred_init=True, grad_stype="row_sparse")
+            else:
+                self.bias = None
+
+    @property
+    def num_labels(self):
+        """Number of labels."""
+        return self._num_labels
+
+    @property
+    def in_units(self):
+        """Width of the input (0 until inferred)."""
+        shape = self.weight.shape
+        return shape[1] if shape and len(shape) > 1 else 0
+
+    # ------------------------------------------------------------- candidates
+    def _label_rows(self, labels, batch):
+        """Per-example positive ids as CSR arrays ``(indptr, ids)`` plus whether multi-label."""
+        if isinstance(labels, mx.nd.NDArray):
+            labels = (labels.asscipy() if labels.stype == "csr" else labels.asnumpy())
+        if sp.issparse(labels):
+            labels = sp.csr_matrix(labels)
+            if labels.shape != (batch, self._num_labels):
+                raise ValueError("%s: the label indicator has shape %s but the batch has %d rows "
+                                 "and the layer %d labels" % (self.name, labels.shape, batch,
+                                                              self._num_labels))
+            labels.eliminate_zeros()
+            labels.sum_duplicates()
+            return labels.indptr.astype(np.int64), labels.indices.astype(np.int64), True
+        labels = np.asarray(labels)
+        if labels.ndim != 1 or labels.shape[0] != batch:
+            raise ValueError("%s: multi-class labels must be a 1-D array of %d label ids, got "
+                             "shape %s (give a CSR indicator for multi-label)"
+                             % (self.name, batch, labels.shape))
+        ids = labels.astype(np.int64)
+        if not np.array_equal(ids, labels):
+            bad = int(np.flatnonzero(ids != labels)[0])
+            raise ValueError("%s: label %r of example %d is not an integer id"
+                             % (self.name, labels[bad], bad))
+        bad = np.flatnonzero((ids < 0) | (ids >= self._num_labels))
+        if bad.size:
+            raise ValueError("%s: label %d of example %d is outside [0, %d)"
+                             % (self.name, ids[bad[0]], bad[0], self._num_labels))
+        return np.arange(batch + 1, dtype=np.int64), ids, False
+
+    def candidates(self, labels, batch):
+        """Draw the candidates of a batch.
+
+        Parameters
+        ----------
+        labels : int array (batch,) or CSR indicator (batch, num_labels)
+        batch : int
+            Number of examples.
+
+        Returns
+        -------
+        ids : numpy.ndarray of int64, shape (C,)
+            The candidate labels, sorted.
+        target : numpy.ndarray of shape (batch, C)
+            Softmax: the target distribution (one-hot, or uniform over the
+            example's positives); BCE: the 0/1 indicator.
+        correction : numpy.ndarray of shape (C,)
+            Softmax: ``log p_c``, subtracted from the logits; BCE: ``1 / p_c``,
+            the weight of each candidate's term.
+        """
+        indptr, positive_ids, multilabel = self._label_rows(labels, batch)
+        positives = np.unique(positive_ids)
+        if self.sampler.exhaustive:
+            ids = np.arange(self._num_labels, dtype=np.int64)
+        else:
+            drawn = self.sampler.sample(self._rng, self._num_sampled)
+            ids = np.union1d(positives, drawn).astype(np.int64)
+        log_p = np.zeros(ids.size)
+        if not self.sampler.exhaustive:
+            sampled_only = ~np.isin(ids, positives, assume_unique=True)
+            log_p[sampled_only] = self.sampler.log_inclusion(ids[sampled_only], self._num_sampled)
+        rows = np.repeat(np.arange(batch), np.diff(indptr))
+        cols = np.searchsorted(ids, positive_ids)
+        target = np.zeros((batch, ids.size))
+        if self._loss == "softmax":
+            counts = np.diff(indptr).astype(np.float64)
+            target[rows, cols] = 1.0 / counts[rows]
+            correction = log_p
+        else:
+            target[rows, cols] = 1.0
+            correction = np.exp(-log_p)
+        return ids, target, correction
+
+    # ---------------------------------------------------------------- forward
+    def _check_input(self, h):
+        if h.ndim != 2:
+            raise ValueError("%s expects a 2-D (batch_size, in_units) input, got shape %s"
+                             % (self.name, tuple(h.shape)))
+        in_units = self.in_units
+        if in_units and h.shape[1] != in_units:
+            raise ValueError("%s was built for inputs of width %d (weight shape %s) but got shape "
+                             "%s" % (self.name, in_units, tuple(self.weight.shape), tuple(h.shape)))
+        if in_units == 0:
+            self.weight.shape = (self._num_labels, h.shape[1])
+            for param in self.params.values():
+                param._finish_deferred_init()
+        if h.stype != "default":
+            raise TypeError("%s takes a dense input h (the output of the hidden layers), got %s"
+                            % (self.name, h.stype))
+        for param in self.params.values():
+            if param.grad_req == "add":
+                raise ValueError("%s: grad_req='add' is not supported for the row_sparse "
+                                 "gradient of %s" % (self.name, param.name))
+
+    def forward(self, h, labels, *args):
+        """Loss of each example over its batch's candidates (see the class docstring)."""
+        if not isinstance(h, mx.nd.NDArray):
+            # Symbolic call (export): the caller passes selector, target, correction.
+            return super().forward(h, labels, *args)
+        self._check_input(h)
+        batch = h.shape[0]
+        ids, target, correction = self.candidates(labels, batch)
+        dtype = np.dtype(self.weight.dtype)
+        ctx = h.context
+        # Built in this thread (data.batchify's helpers): mx.nd.array and
+        # sparse.csr_matrix copy through the engine and wait behind the
+        # previous step's queued work, which costs more than the step itself.
+        selector = csr_parts_to_ndarray(np.ones(ids.size, dtype=dtype), ids,
+                                        np.arange(ids.size + 1, dtype=np.int64),
+                                        (ids.size, self._num_labels), dtype, ctx)
+        target = array_to_ndarray(target.astype(dtype), ctx)
+        correction = array_to_ndarray(correction.astype(dtype), ctx)
+        return super().forward(h, selector, target, correction)
+
+    def hybrid_forward(self, F, h, selector, target, correction, weight, bias=None):
+        rows = F.gluon_sparse_dot(selector, weight)  # (C, in_units): the candidates' rows
+        logits = F.dot(h, rows, transpose_b=True)
+        if bias is not None:
+            logits = F.broadcast_add(logits, F.gluon_sparse_dot(selector, bias).reshape((1, -1)))
+        correction = correction.reshape((1, -1))
+        if self._loss == "softmax":
+            logits = F.broadcast_sub(logits, correction)
+            return -F.sum(target * F.log_softmax(logits, axis=1), axis=1)
+        # Stable sigmoid cross-entropy: max(x, 0) - x t + log(1 + exp(-|x|)).
+        per_label = F.relu(logits) - logits * target + F.Activation(-F.abs(logits),
+                                                                     act_type="softrelu")
+        return F.sum(F.broadcast_mul(per_label, correction), axis=1)
+
+    # ------------------------------------------------------------- prediction
+    def _dense_params(self, ctx):
+        params = [self.weight] + ([self.bias] if self.bias is not None else [])
+        _flush_deferred(params)
+        weight = self.weight.data(ctx)
+        bias = self.bias.data(ctx).reshape((-1,)) if self.bias is not None else None
+        return weight, bias
+
+    def scores(self, h):
+        """Scores of all labels, shape ``(batch_size, num_labels)``: for small label sets.
+
+        Deferred Adam rows are brought up to date first.
+        """
+        weight, bias = self._dense_params(h.context)
+        out = mx.nd.dot(h, weight, transpose_b=True)
+        if bias is not None:
+            out = mx.nd.broadcast_add(out, bias.reshape((1, -1)))
+        return out
+
+    def top_k(self, h, k, row_chunk=1024, label_chunk=16384):
+        """The ``k`` best labels of each row over all labels, exactly, in bounded memory.
+
+        Scores are computed block by block (``row_chunk`` rows x
+        ``label_chunk`` labels) and merged by the operator
+        ``gluon_sparse_topk``; see :func:`gluon_sparse.nn.topk.top_k_scores`
+        for the order (score descending, ties to the smaller label id).
+
+        Returns
+        -------
+        ids : numpy.ndarray of int64, shape (batch_size, k)
+        scores : numpy.ndarray, shape (batch_size, k)
+        """
+        weight, bias = self._dense_params(h.context)
+        return top_k_scores(h, weight, bias, k, row_chunk=row_chunk, label_chunk=label_chunk)
+
+    def __repr__(self):
+        return "{name}({in_units} -> {labels}, loss={loss}, sampler={sampler}, " \
+               "num_sampled={k})".format(name=self.__class__.__name__,
+                                         in_units=self.in_units or None, labels=self._num_labels,
+                                         loss=self._loss, sampler=self.sampler,
+                                         k=self._num_sampled)

@@ -1,0 +1,165 @@
+"""Exact top-k labels of ``h W^T + b`` over a huge label set, in bounded memory.
+
+The scores of a block of ``row_chunk`` rows and ``label_chunk`` labels come
+from MXNet's ``dot`` (BLAS); the operator library's ``gluon_sparse_topk``
+folds each block into a running top-k per row with a k-entry heap. Memory is
+one block of scores plus ``rows x k``, never ``rows x num_labels``.
+
+Order of the result (the tie rule): higher score first, equal scores by the
+smaller label id, NaN scores after all numbers; the order of NumPy's
+``np.lexsort((ids, -scores))`` on the full score matrix.
+"""
+import mxnet as mx
+import numpy as np
+import scipy.sparse as sp
+
+from .. import _native
+
+__all__ = ["top_k_scores", "merge_top_k", "precision_at_k", "ndcg_at_k"]
+
+
+def merge_top_k(scores, prev_score, prev_id, offset=0):
+    """Fold a block of scores into a running top-k (operator ``gluon_sparse_topk``).
+
+    Parameters
+    ----------
+    scores : NDArray of shape (rows, n)
+        Scores of labels ``offset .. offset + n - 1`` (float32 or float64).
+    prev_score : NDArray of shape (rows, k)
+        The running top-k scores (same dtype), any order.
+    prev_id : NDArray of int64, shape (rows, k)
+        Their label ids; -1 marks an empty slot.
+    offset : int
+        Label id of column 0 of ``scores``.
+
+    Returns
+    -------
+    score, id : NDArray of shape (rows, k)
+        The k best entries, best first.
+    """
+    _native.load_ops()
+    out = mx.nd.gluon_sparse_topk(scores, prev_score, prev_id, offset=int(offset))
+    return out[0], out[1]
+
+
+def _check_args(h, weight, bias, k, row_chunk, label_chunk):
+    if h.ndim != 2 or weight.ndim != 2 or h.shape[1] != weight.shape[1]:
+        raise ValueError("top_k needs h (rows, H) and weight (num_labels, H), got shapes %s and %s"
+                         % (tuple(h.shape), tuple(weight.shape)))
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError("bias must have shape (%d,), got %s" % (weight.shape[0],
+                                                                 tuple(bias.shape)))
+    num_labels = weight.shape[0]
+    if not isinstance(k, (int, np.integer)) or not 1 <= k <= num_labels:
+        raise ValueError("k must be an int in [1, %d] (the number of labels), got %r"
+                         % (num_labels, k))
+    for name, value in (("row_chunk", row_chunk), ("label_chunk", label_chunk)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError("%s must be a positive int, got %r" % (name, value))
+
+
+def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
+    """The ``k`` best labels of each row of ``h W^T + b``, exactly.
+
+    Parameters
+    ----------
+    h : NDArray of shape (rows, H)
+    weight : NDArray of shape (num_labels, H)
+    bias : NDArray of shape (num_labels,) or None
+    k : int
+        Number of labels per row, ``1 <= k <= num_labels``.
+    row_chunk, label_chunk : int
+        Block size; the block of scores takes ``row_chunk x label_chunk``
+        values (64 MB in float32 with the defaults).
+
+    Returns
+    -------
+    ids : numpy.ndarray of int64, shape (rows, k)
+        Best first; ties to the smaller label id.
+    scores : numpy.ndarray of shape (rows, k)
+    """
+    _check_args(h, weight, bias, k, row_chunk, label_chunk)
+    rows, num_labels = h.shape[0], weight.shape[0]
+    dtype = np.dtype(weight.dtype)
+    ids_out = np.empty((rows, k), dtype=np.int64)
+    scores_out = np.empty((rows, k), dtype=dtype)
+    # The merge operator runs on the CPU: blocks scored on a GPU are copied over.
+    cpu = mx.cpu()
+    for r0 in range(0, rows, row_chunk):
+        r1 = min(r0 + row_chunk, rows)
+        block_h = h[r0:r1]
+        best = mx.nd.full((r1 - r0, k), -np.inf, ctx=cpu, dtype=dtype)
+        best_id = mx.nd.full((r1 - r0, k), -1, ctx=cpu, dtype=np.int64)
+        for l0 in range(0, num_labels, label_chunk):
+            l1 = min(l0 + label_chunk, num_labels)
+            block = mx.nd.dot(block_h, weight[l0:l1], transpose_b=True)
+            if bias is not None:
+                block = mx.nd.broadcast_add(block, bias[l0:l1].reshape((1, -1)))
+            best, best_id = merge_top_k(block.as_in_context(cpu), best, best_id, offset=l0)
+        ids_out[r0:r1] = best_id.asnumpy()
+        scores_out[r0:r1] = best.asnumpy()
+    return ids_out, scores_out
+
+
+def _hits(Y, ids):
+    """(rows, k) 0/1 matrix: whether ``ids[i, j]`` is a positive of row i of the indicator ``Y``."""
+    Y = sp.csr_matrix(Y)
+    if Y.shape[0] != ids.shape[0]:
+        raise ValueError("the indicator has %d rows but the predictions %d"
+                         % (Y.shape[0], ids.shape[0]))
+    hits = np.zeros(ids.shape)
+    for i in range(ids.shape[0]):
+        positives = Y.indices[Y.indptr[i]:Y.indptr[i + 1]][Y.data[Y.indptr[i]:Y.indptr[i + 1]] != 0]
+        hits[i] = np.isin(ids[i], positives)
+    return hits, np.diff(Y.indptr)
+
+
+def precision_at_k(Y, ids, k):
+    """Precision@k of ranked predictions: mean over rows of ``|top-k ∩ Y_i| / k``.
+
+    Parameters
+    ----------
+    Y : scipy.sparse matrix of shape (rows, num_labels)
+        The true label indicator.
+    ids : numpy.ndarray of shape (rows, >= k)
+        Predicted label ids, best first (as :func:`top_k_scores` returns).
+    k : int
+
+    Returns
+    -------
+    float
+    """
+    ids = np.asarray(ids)[:, :k]
+    if ids.shape[1] < k:
+        raise ValueError("precision@%d needs at least %d predictions per row, got %d"
+                         % (k, k, ids.shape[1]))
+    hits, _ = _hits(Y, ids)
+    return float(hits.sum(axis=1).mean() / k)
+
+
+def ndcg_at_k(Y, ids, k):
+    """nDCG@k with binary relevance: ``DCG@k / IDCG@k`` averaged over rows.
+
+    ``DCG@k = sum_{j<=k} y_j / log2(j + 1)``; the ideal DCG ranks the row's
+    ``min(k, |Y_i|)`` positives first. Rows without positives count as 0.
+
+    Parameters
+    ----------
+    Y : scipy.sparse matrix of shape (rows, num_labels)
+    ids : numpy.ndarray of shape (rows, >= k)
+    k : int
+
+    Returns
+    -------
+    float
+    """
+    ids = np.asarray(ids)[:, :k]
+    if ids.shape[1] < k:
+        raise ValueError("nDCG@%d needs at least %d predictions per row, got %d"
+                         % (k, k, ids.shape[1]))
+    hits, counts = _hits(Y, ids)
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = hits @ discount
+    ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(counts, k)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.where(ideal > 0, dcg / ideal, 0.0).mean())

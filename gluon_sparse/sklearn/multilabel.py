@@ -1,0 +1,436 @@
+"""Multi-label (and huge multi-class) classification with a sampled output layer.
+
+:class:`SparseMultiLabelClassifier` is a :class:`~gluon_sparse.nn.FullyConnectedSparse`
+network whose output is a :class:`~gluon_sparse.nn.SampledOutput`: a training
+step scores the batch's positive labels and ``num_sampled`` sampled negatives
+only, and prediction ranks all labels exactly (:func:`~gluon_sparse.nn.top_k_scores`).
+Internally labels are numbered by decreasing training frequency, which is the
+order the default log-uniform sampler assumes; ``classes_`` keeps the labels
+as given, sorted.
+"""
+import logging
+from numbers import Integral
+
+import mxnet as mx
+import numpy as np
+import scipy.sparse as sp
+from mxnet import autograd, gluon
+from sklearn.base import ClassifierMixin
+from sklearn.preprocessing import MultiLabelBinarizer
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
+from tqdm.auto import tqdm
+
+from ..data import csr_to_ndarray
+from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
+from ..nn.sparse_output import _flush_deferred
+from ._base import BaseSparseNet
+from ._context import parse_context
+from ._hyperparams import estimator_init
+from ._training import registered_optimizer
+
+__all__ = ["SparseMultiLabelClassifier"]
+
+logger = logging.getLogger(__name__)
+
+_ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu": "relu"}
+# Rows per forward pass at prediction (the top-k merges its own label blocks).
+_PREDICT_ROWS = 1024
+
+
+def _with_defaults(init, **defaults):
+    """``init`` (from :func:`estimator_init`) with other defaults for some common parameters."""
+    signature = init.__signature__
+    signature = signature.replace(parameters=[
+        p.replace(default=defaults.get(p.name, p.default)) for p in signature.parameters.values()])
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
+
+    __init__.__signature__ = signature
+    return __init__
+
+
+class _MultiLabelNet(gluon.Block):
+    """Hidden layers (``hidden``) and the sampled output layer (``output``)."""
+
+    def __init__(self, hidden, output, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.hidden = hidden
+            self.output = output
+
+    def forward(self, x, labels=None):
+        h = self.hidden(x)
+        return h if labels is None else self.output(h, labels)
+
+
+class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
+    """Multi-label classifier for sparse input and huge label sets.
+
+    ``fit(X, Y)`` takes ``Y`` as a scipy sparse indicator matrix ``(n, L)``
+    (labels are the column indices), a list of label lists (any hashable
+    labels), or a 1-D array (multi-class: one label a row). Training is
+    sampled (:class:`~gluon_sparse.nn.SampledOutput`): a step costs what the
+    batch's candidates cost, not ``L``.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : array-like of int, default (256,)
+        Units of the hidden layers; the first is a FullyConnectedSparse layer.
+    activation : {'identity', 'logistic', 'tanh', 'relu'}, default 'relu'
+    num_sampled : int, default 1024
+        Negative draws per batch.
+    sampler : {'log_uniform', 'uniform', 'frequency', 'in_batch', 'all'}, default 'log_uniform'
+        See :class:`~gluon_sparse.nn.SampledOutput` (labels are numbered by
+        decreasing training frequency, so 'log_uniform' follows popularity).
+    output_loss : {'softmax', 'bce'}, default 'softmax'
+        Sampled softmax (target uniform over a row's labels) or sampled
+        binary cross-entropy.
+    predict_k : int or None, default None
+        Labels per row that :meth:`predict` returns; None: the average number
+        of labels of a training row, rounded (at least 1).
+    alpha : float, default 0.0
+        L2 penalty on the weights (not biases). Default 0: with a penalty every
+        label row moves every step, which deferred Adam must then replay.
+    batch_size : int or 'auto', default 256
+    learning_rate_init : float, default 1e-2
+    max_iter : int, default 10
+        Epochs.
+    shuffle, random_state, tol, verbose, warm_start : as SparseMLPClassifier
+    early_stopping : bool, default False
+        Hold out ``validation_fraction`` and stop when its precision@1 has not
+        improved by ``tol`` for ``n_iter_no_change`` epochs (the last weights
+        are kept).
+    validation_fraction : float, default 0.1
+    n_iter_no_change : int, default 2
+    optimizer : str, default 'sparseadam'
+        With 'sparseadam', deferred standard Adam (rows not sampled follow
+        standard Adam exactly, at a cost proportional to the rows read).
+    ctx : str or mxnet.Context, default 'cpu'
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_labels,)
+        The labels, sorted (column indices for an indicator ``Y``).
+    multilabel_ : bool
+        False when fitted on a 1-D ``y``: :meth:`predict` then returns labels.
+    label_order_ : ndarray of int
+        Index into ``classes_`` of each output row (most frequent label first).
+    n_outputs_ : int
+        Number of labels.
+    loss_, loss_curve_, best_loss_, n_iter_, t_, n_features_in_ : as SparseMLPClassifier
+    validation_scores_, best_validation_score_ : precision@1 on the held-out rows
+
+    Notes
+    -----
+    :meth:`score` is **precision@1**: the share of rows whose best label is
+    one of their labels (accuracy, for multi-class ``y``).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from gluon_sparse.sklearn import SparseMultiLabelClassifier
+    >>> X = sp.random(200, 1000, density=0.01, format="csr", random_state=0)
+    >>> Y = [[i % 7, (i * 3) % 11] for i in range(200)]
+    >>> clf = SparseMultiLabelClassifier(hidden_layer_sizes=(16,), num_sampled=8,
+    ...                                  max_iter=2, random_state=0).fit(X, Y)
+    >>> labels, scores = clf.predict_top_k(X[:3], k=2)
+    >>> labels.shape
+    (3, 2)
+    """
+
+    __init__ = _with_defaults(
+        estimator_init(hidden_layer_sizes=(256,), activation="relu", num_sampled=1024,
+                       sampler="log_uniform", output_loss="softmax", predict_k=None),
+        alpha=0.0, batch_size=256, learning_rate_init=1e-2, max_iter=10, n_iter_no_change=2)
+
+    _parameter_constraints = {
+        **BaseSparseNet._parameter_constraints,
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(_ACTIVATIONS))],
+        "num_sampled": [Interval(Integral, 0, None, closed="left")],
+        "sampler": [StrOptions({"log_uniform", "uniform", "frequency", "in_batch", "all"})],
+        "output_loss": [StrOptions({"softmax", "bce"})],
+        "predict_k": [Interval(Integral, 1, None, closed="left"), None],
+    }
+    _saved_fitted_attributes = ("multilabel_", "label_order_", "label_counts_",
+                                "labels_per_row_")
+
+    # ------------------------------------------------------------------ network
+    def _hidden_sizes(self):
+        sizes = self.hidden_layer_sizes
+        sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)
+        if not sizes or any(not isinstance(s, Integral) or s < 1 for s in sizes):
+            raise ValueError("hidden_layer_sizes must be one or more positive integers, got %r"
+                             % (self.hidden_layer_sizes,))
+        return [int(s) for s in sizes]
+
+    def _build_module(self, n_outputs):
+        act = _ACTIVATIONS[self.activation]
+        sizes = self._hidden_sizes()
+        hidden = gluon.nn.HybridSequential(prefix="hidden_")
+        with hidden.name_scope():
+            hidden.add(FullyConnectedSparse(sizes[0], activation=act, in_units=self.n_features_in_))
+            for previous, size in zip(sizes, sizes[1:]):
+                hidden.add(gluon.nn.Dense(size, activation=act, in_units=previous))
+        counts = np.asarray(self.label_counts_)[np.asarray(self.label_order_)]
+        output = SampledOutput(n_outputs, in_units=sizes[-1], num_sampled=self.num_sampled,
+                               sampler=self.sampler, loss=self.output_loss, label_counts=counts,
+                               seed=getattr(self, "_init_seed", None), prefix="output_")
+        hidden.hybridize()
+        output.hybridize()
+        return _MultiLabelNet(hidden, output)
+
+    # ------------------------------------------------------------------ targets
+    def _encode_labels(self, y, first_pass, n_samples, drop_unknown=False, classes=None):
+        """``Y`` as a CSR indicator in the fitted class order (fit: learn that order).
+
+        Labels not seen at fit are an error, or dropped with ``drop_unknown``
+        (scoring: no prediction can hit them). ``classes`` (first
+        ``partial_fit``): every label there will ever be.
+        """
+        if y is None:
+            raise ValueError("%s requires y to be passed, but the target y is None"
+                             % type(self).__name__)
+        if not sp.issparse(y) and not isinstance(y, (list, tuple)):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = column_or_1d(y, warn=True)  # a column of labels, as scikit-learn reads it
+            if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
+                y = sp.csr_matrix(y)
+        if sp.issparse(y):
+            Y = sp.csr_matrix(y, dtype=np.float32)
+            if Y.shape[0] != n_samples:
+                raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
+            if not np.all(np.isin(Y.data, (0, 1))):
+                raise ValueError("a label indicator Y holds only 0 and 1")
+            if first_pass:
+                self.classes_, self.multilabel_ = np.arange(Y.shape[1]), True
+            elif Y.shape[1] != len(self.classes_):
+                raise ValueError("Y has %d columns but the model was fitted with %d labels"
+                                 % (Y.shape[1], len(self.classes_)))
+            Y.eliminate_zeros()
+            return Y
+        if len(y) != n_samples:
+            raise ValueError("y has %d rows but X has %d" % (len(y), n_samples))
+        multilabel = not isinstance(y, np.ndarray) and all(
+            isinstance(labels, (list, tuple, set, frozenset, np.ndarray)) for labels in y)
+        if not multilabel:
+            y = column_or_1d(y)
+            check_classification_targets(y)  # continuous, NaN and inf targets are refused
+        rows = [list(labels) for labels in y] if multilabel else [[label] for label in y]
+        if first_pass:
+            binarizer = MultiLabelBinarizer(sparse_output=True).fit(
+                rows if classes is None else [list(classes)])
+            # The labels' own dtype (int, str), not the binarizer's object array.
+            self.classes_ = np.array(binarizer.classes_.tolist())
+            self.multilabel_ = multilabel
+        binarizer = MultiLabelBinarizer(classes=self.classes_, sparse_output=True)
+        known = set(self.classes_.tolist())
+        if drop_unknown:
+            rows = [[label for label in row if label in known] for row in rows]
+        for row in rows:
+            unknown = [label for label in row if label not in known]
+            if unknown:
+                raise ValueError("y has labels %r that are not among the classes %s"
+                                 % (unknown[:10], "seen at fit" if classes is None
+                                    else "passed as classes"))
+        return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
+
+    def _learn_label_order(self, Y):
+        counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
+        self.label_counts_ = counts.tolist()
+        # A list, like the counts: the model directory stores both as JSON.
+        self.label_order_ = np.argsort(-counts, kind="stable").tolist()
+        self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
+
+    def _internal(self, Y):
+        """Columns of ``Y`` (class order) renumbered into output rows (frequency order)."""
+        rank = np.empty(len(self.classes_), dtype=np.int64)
+        rank[np.asarray(self.label_order_)] = np.arange(len(self.classes_))
+        Y = sp.csr_matrix((Y.data, rank[Y.indices], Y.indptr), shape=Y.shape)
+        Y.sort_indices()
+        return Y
+
+    # ------------------------------------------------------------------ training
+    def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
+        first_pass = not self._is_fitted() or not (self.warm_start or incremental)
+        X = self._validate_X(X, reset=first_pass)
+        Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+        optimizer = registered_optimizer(self.optimizer)
+        if first_pass:
+            self._learn_label_order(Y)
+            self._reset_fitted_state(parse_context(self.ctx),
+                                     fitted=self._new_fit_attributes(len(self.classes_)))
+            self._module = self._new_module(len(self.classes_))
+        module = self._get_module()
+        if self._trainer is None:
+            params = module.collect_params()
+            for name, param in params.items():
+                if name.endswith("bias"):
+                    param.wd_mult = 0.0
+            options = {"learning_rate": self.learning_rate_init}
+            if optimizer == "sparseadam":
+                options["deferred"] = True
+            self._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
+        self._train(X, self._internal(Y), sample_weight, incremental)
+        return self
+
+    def _train(self, X, Y, sample_weight, incremental):
+        X_val = Y_val = None
+        if self.early_stopping and not incremental:
+            order = self._random_state.permutation(X.shape[0])
+            n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
+            X_val, Y_val = X[order[:n_val]], Y[order[:n_val]]
+            X, Y = X[order[n_val:]], Y[order[n_val:]]
+            if sample_weight is not None:
+                sample_weight = sample_weight[order[n_val:]]
+        module, trainer, ctx = self._get_module(), self._trainer, self._ctx
+        n = X.shape[0]
+        batch = min(n, 256 if self.batch_size == "auto" else self.batch_size)
+        epochs = 1 if incremental else self.max_iter
+        for _ in tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
+                      disable=not self.verbose, leave=False):
+            order = self._random_state.permutation(n) if self.shuffle else np.arange(n)
+            total = mx.nd.zeros((1,), ctx=ctx)
+            for start in range(0, n, batch):
+                rows = np.sort(order[start:start + batch])
+                x = csr_to_ndarray(X[rows], np.float32, ctx)
+                weight_sum = len(rows)
+                with autograd.record():
+                    losses = module(x, Y[rows])
+                    if sample_weight is not None:
+                        weight_sum = float(sample_weight[rows].sum())
+                        losses = losses * mx.nd.array(sample_weight[rows], ctx=ctx)
+                if weight_sum <= 0:
+                    continue  # every row of the batch has weight 0
+                losses.backward()
+                trainer.optimizer.wd = self.alpha / weight_sum
+                trainer.step(weight_sum)
+                total += losses.sum()
+            self.n_iter_ += 1
+            self.t_ += n
+            self.loss_ = float(total.asscalar()) / (
+                n if sample_weight is None else max(float(sample_weight.sum()), 1e-12))
+            self.loss_curve_.append(self.loss_)
+            if X_val is not None:
+                score = self._precision_at_1(X_val, Y_val)
+                self.validation_scores_.append(score)
+                improved = score > self.best_validation_score_ + self.tol
+                self.best_validation_score_ = max(self.best_validation_score_, score)
+            else:
+                improved = self.loss_ < self.best_loss_ - self.tol
+            self.best_loss_ = min(self.best_loss_, self.loss_)
+            self._no_improvement_count = 0 if improved else self._no_improvement_count + 1
+            logger.debug("%s epoch %d: loss %.5f", type(self).__name__, self.n_iter_, self.loss_)
+            if self._no_improvement_count > self.n_iter_no_change:
+                break
+
+    # ------------------------------------------------------------------ prediction
+    def _top_k_internal(self, X, k):
+        module = self._get_module()
+        with self._module_lock:
+            output = module.output
+            _flush_deferred(output.collect_params().values())
+            ids, scores = [], []
+            for start in range(0, X.shape[0], _PREDICT_ROWS):
+                h = module.hidden(csr_to_ndarray(X[start:start + _PREDICT_ROWS], np.float32,
+                                                 self._ctx))
+                batch_ids, batch_scores = output.top_k(h, k)
+                ids.append(batch_ids)
+                scores.append(batch_scores)
+        return np.concatenate(ids), np.concatenate(scores).astype(np.float64)
+
+    def _precision_at_1(self, X, Y_internal):
+        best, _ = self._top_k_internal(X, 1)
+        return float(np.mean([Y_internal[i, best[i, 0]] != 0 for i in range(X.shape[0])]))
+
+    def predict_top_k(self, X, k=5):
+        """The ``k`` best labels of each row and their scores, best first.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        k : int, default 5
+            ``1 <= k <= n_labels``.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples, k)
+            Labels from ``classes_``; equal scores rank the more frequent
+            training label first.
+        scores : ndarray of shape (n_samples, k)
+            The output layer's scores (logits).
+        """
+        check_is_fitted(self, "n_outputs_")
+        if not isinstance(k, (Integral, np.integer)) or not 1 <= k <= self.n_outputs_:
+            raise ValueError("k must be an int in [1, %d] (the number of labels), got %r"
+                             % (self.n_outputs_, k))
+        X = self._validate_X(X, reset=False)
+        ids, scores = self._top_k_internal(X, int(k))
+        return self.classes_[np.asarray(self.label_order_)[ids]], scores
+
+    def predict(self, X):
+        """Predicted labels.
+
+        Multi-label fit: a scipy CSR indicator ``(n_samples, n_labels)``
+        (columns follow ``classes_``) of each row's ``predict_k`` best labels.
+        Multi-class fit (1-D ``y``): the best label of each row.
+        """
+        check_is_fitted(self, "n_outputs_")
+        if not self.multilabel_:
+            return self.predict_top_k(X, 1)[0][:, 0]
+        k = self.predict_k or max(1, int(round(self.labels_per_row_)))
+        k = min(k, self.n_outputs_)
+        X = self._validate_X(X, reset=False)
+        ids, _ = self._top_k_internal(X, k)
+        cols = np.asarray(self.label_order_)[ids].ravel()
+        indicator = sp.csr_matrix((np.ones(cols.size, dtype=np.int64), cols,
+                                   np.arange(0, cols.size + 1, k)),
+                                  shape=(X.shape[0], self.n_outputs_))
+        indicator.sort_indices()
+        return indicator
+
+    def score(self, X, y, sample_weight=None):
+        """Precision@1: the share of rows whose best predicted label is one of their labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : indicator matrix, list of label lists, or 1-D labels (as at fit)
+            Labels not seen at fit count as not found.
+        sample_weight : array-like of shape (n_samples,), optional
+        """
+        check_is_fitted(self, "n_outputs_")
+        X = self._validate_X(X, reset=False)
+        Y = self._internal(self._encode_labels(y, False, X.shape[0], drop_unknown=True))
+        best, _ = self._top_k_internal(X, 1)
+        hits = np.array([Y[i, best[i, 0]] != 0 for i in range(X.shape[0])], dtype=np.float64)
+        return float(np.average(hits, weights=sample_weight))
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch over ``(X, y)`` from the current weights.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : indicator matrix, list of label lists, or 1-D labels
+        classes : array-like, optional
+            Every label there will ever be (first call; default: those of ``y``).
+        sample_weight : array-like of shape (n_samples,), optional
+        """
+        return self._check_params_and_fit(X, y, sample_weight, incremental=True,
+                                          classes=classes)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+

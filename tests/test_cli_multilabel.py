@@ -1,0 +1,77 @@
+"""gluon-sparse train --multilabel, predict --top-k, evaluate (P@k, nDCG@k) in process."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gluon_sparse import cli
+from gluon_sparse.nn.topk import ndcg_at_k, precision_at_k
+from gluon_sparse.sklearn import SparseMultiLabelClassifier, load
+from test_multilabel_estimator import _indicator, _planted
+
+
+def _write(path, X, Y, header=None):
+    with open(path, "w") as f:
+        if header:
+            f.write("%d %d %d\n" % header)
+        for i in range(X.shape[0]):
+            row = X[i]
+            f.write(",".join(map(str, Y[i])) + " " +
+                    " ".join("%d:%g" % (c, v) for c, v in zip(row.indices, row.data)) + "\n")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ml")
+    X, Y = _planted(1000)
+    _write(d / "train.txt", X[:800], Y[:800], header=(800, X.shape[1], 60))
+    _write(d / "test.txt", X[800:], Y[800:])
+    model_dir = d / "model"
+    assert cli.main(["train", "--multilabel", str(d / "train.txt"), "--test", str(d / "test.txt"),
+                     "--model-dir", str(model_dir), "--epochs", "3", "--hidden", "32",
+                     "--num-sampled", "16", "--batch-size", "128", "--lr", "0.01",
+                     "--quiet"]) == 0
+    return d, X[800:], Y[800:], model_dir
+
+
+def test_train_writes_a_multilabel_model(files, capsys):
+    _, _, _, model_dir = files
+    model = load(model_dir)
+    assert isinstance(model, SparseMultiLabelClassifier) and model.multilabel_
+    assert model.n_outputs_ == 60 and model.n_iter_ == 3
+
+
+def test_predict_top_k_lines_match_the_model(files, tmp_path):
+    d, Xt, _, model_dir = files
+    out = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(d / "test.txt"), "--model-dir", str(model_dir),
+                     "--top-k", "4", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == Xt.shape[0]
+    labels, scores = load(model_dir).predict_top_k(Xt, 4)
+    for line, row_labels, row_scores in zip(lines[:20], labels, scores):
+        pairs = [token.split(":") for token in line.split()]
+        assert [int(p[0]) for p in pairs] == row_labels.tolist()
+        np.testing.assert_allclose([float(p[1]) for p in pairs], row_scores, rtol=1e-5)
+
+
+def test_evaluate_prints_precision_and_ndcg(files, capsys):
+    d, Xt, Yt, model_dir = files
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(d / "test.txt"), "--model-dir", str(model_dir)]) == 0
+    printed = capsys.readouterr().out
+    values = dict(zip(printed.split()[3::2], map(float, printed.split()[4::2])))
+    ids, _ = load(model_dir).predict_top_k(Xt, 5)
+    Y = _indicator(Yt)
+    for k in (1, 3, 5):
+        assert values["P@%d" % k] == pytest.approx(precision_at_k(Y, ids, k), abs=1e-4)
+        assert values["nDCG@%d" % k] == pytest.approx(ndcg_at_k(Y, ids, k), abs=1e-4)
+    assert values["P@1"] > 0.5
+
+
+def test_bad_multilabel_input_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("3 10 5\n0,1 1:1\n7 2:1\n1 3:1\n")
+    code = cli.main(["train", "--multilabel", str(bad), "--model-dir", str(tmp_path / "m")])
+    assert code != 0
+    assert "bad.txt, line 3: label 7 is out of range for num_labels=5" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

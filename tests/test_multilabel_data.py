@@ -1,0 +1,128 @@
+"""Multi-label LibSVM and extreme-classification files against scikit-learn's
+load_svmlight_file(multilabel=True); errors naming file and line; the loader."""
+import gzip
+
+import mxnet as mx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+from sklearn.preprocessing import MultiLabelBinarizer
+
+from gluon_sparse.data import MultiLabelDataset, MultiLabelLoader, load_multilabel
+from gluon_sparse.data.multilabel import labels_to_indicator
+
+LIBSVM = b"""3,17,204 1:0.5 4:2
+0 2:1.5
+# a comment
+5,1 3:1 7:-2
+204 1:1
+"""
+
+
+def _indicator(label_tuples, num_labels):
+    mlb = MultiLabelBinarizer(classes=list(range(num_labels)))
+    return sp.csr_matrix(mlb.fit_transform([[int(v) for v in t] for t in label_tuples]))
+
+
+def _random_file(tmp_path, rng, rows=200, features=50, labels=30, header=False, name="d.txt"):
+    lines = []
+    for _ in range(rows):
+        ys = sorted(rng.choice(labels, rng.integers(1, 5), replace=False))
+        fs = sorted(rng.choice(features, rng.integers(1, 8), replace=False))
+        lines.append(",".join(map(str, ys)) + " " +
+                     " ".join("%d:%.3f" % (f, rng.standard_normal()) for f in fs))
+    text = "\n".join(lines) + "\n"
+    if header:
+        text = "%d %d %d\n" % (rows, features, labels) + text
+    path = tmp_path / name
+    path.write_text(text)
+    return path, text
+
+
+@pytest.mark.parametrize("zero_based", ["auto", True, False])
+def test_libsvm_matches_sklearn(tmp_path, zero_based):
+    path = tmp_path / "ml.txt"
+    path.write_bytes(LIBSVM)
+    X, Y = load_multilabel(str(path), zero_based=zero_based)
+    X_ref, y_ref = load_svmlight_file(str(path), multilabel=True, zero_based=zero_based)
+    assert X.shape == X_ref.shape
+    np.testing.assert_array_equal(X.toarray(), X_ref.toarray())
+    assert Y.shape == (4, 205)
+    np.testing.assert_array_equal(Y.toarray(), _indicator(y_ref, 205).toarray())
+
+
+def test_random_xc_file_matches_sklearn_and_header(tmp_path):
+    rng = np.random.default_rng(0)
+    path, text = _random_file(tmp_path, rng, header=True)
+    X, Y = load_multilabel(str(path))
+    body = tmp_path / "body.txt"
+    body.write_text(text.split("\n", 1)[1])
+    X_ref, y_ref = load_svmlight_file(str(body), multilabel=True, zero_based=True,
+                                      n_features=50)
+    assert X.shape == (200, 50) and Y.shape == (200, 30)
+    np.testing.assert_allclose(X.toarray(), X_ref.toarray(), rtol=1e-6)
+    np.testing.assert_array_equal(Y.toarray(), _indicator(y_ref, 30).toarray())
+    # gzip gives the same, and format='xc' insists on the header.
+    gz = tmp_path / "d.txt.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    X2, Y2 = load_multilabel(str(gz), format="xc")
+    assert (X2 != X).nnz == 0 and (Y2 != Y).nnz == 0
+    with pytest.raises(ValueError, match=r"body.txt, line 1: expected the extreme-classification"):
+        load_multilabel(str(body), format="xc")
+
+
+@pytest.mark.parametrize("text, kwargs, message", [
+    (b"3 5 3\n0 1:1\n1,2 0:1\n4 2:1\n", {}, r"x.txt, line 4: label 4 is out of range for num_labels=3"),
+    (b"3 5 3\n0 1:1\n1,2 0:1\n", {}, r"x.txt, line 1: the header declares 3 rows but the file has 2"),
+    (b"2 5 3\n0 1:1\n1,2 5:1\n", {}, r"x.txt, line 3: feature index 5 is out of range for num_features=5"),
+    (b"0 1:1\n1.5 2:1\n", {}, r"x.txt, line 2: label 1.5 is not a label id"),
+    (b"0 1:1\n-1 2:1\n", {}, r"x.txt, line 2: label -1.0 is not a label id"),
+    (b"0 1:1\n\n 2:1\n", {}, r"x.txt, line 3: the row has no label"),
+    (b"0 1:1\n7 2:1\n", {"num_labels": 5}, r"x.txt, line 2: label 7 is out of range for num_labels=5"),
+    (b"0 1:1\n1 2:x\n", {}, r"x.txt, line 2: invalid feature value"),
+    (b"2 0 3\n0 1:1\n", {}, r"x.txt, line 1: the header .* must be positive"),
+])
+def test_bad_input_names_file_and_line(tmp_path, text, kwargs, message):
+    path = tmp_path / "x.txt"
+    path.write_bytes(text)
+    with pytest.raises(ValueError, match=message):
+        load_multilabel(str(path), **kwargs)
+
+
+def test_allow_empty_keeps_rows_without_labels(tmp_path):
+    path = tmp_path / "e.txt"
+    path.write_bytes(b"0 1:1\n 2:1\n2 0:1\n")
+    X, Y = load_multilabel(str(path), allow_empty=True)
+    np.testing.assert_array_equal(Y.toarray(), [[1, 0, 0], [0, 0, 0], [0, 0, 1]])
+
+
+def test_labels_to_indicator_and_dataset():
+    Y = labels_to_indicator([[2, 0], [], [1, 1]], num_labels=4)
+    np.testing.assert_array_equal(Y.toarray(), [[1, 0, 1, 0], [0, 0, 0, 0], [0, 1, 0, 0]])
+    with pytest.raises(ValueError, match="label id 4 is out of range"):
+        labels_to_indicator([[4]], num_labels=4)
+    ds = MultiLabelDataset(sp.eye(3, format="csr"), [[2, 0], [], [1]])
+    assert ds.num_labels == 3 and len(ds) == 3
+    row, label = ds[0]
+    np.testing.assert_array_equal(label.toarray(), [[1, 0, 1]])
+    with pytest.raises(ValueError, match="2 rows but data has 3"):
+        MultiLabelDataset(sp.eye(3, format="csr"), sp.eye(2, 3, format="csr"))
+
+
+def test_loader_batches_are_csr_and_cover_the_data(tmp_path):
+    rng = np.random.default_rng(1)
+    path, _ = _random_file(tmp_path, rng, rows=53)
+    ds = MultiLabelDataset.from_files(str(path), zero_based=True)
+    loader = MultiLabelLoader(ds, batch_size=10, shuffle=True, seed=0)
+    xs, ys = [], []
+    for x, y in loader:
+        assert x.stype == "csr" and y.stype == "csr" and x.shape[0] == y.shape[0]
+        xs.append(x.asscipy())
+        ys.append(y.asscipy())
+    assert len(loader) == 6
+    X, Y = sp.vstack(xs).toarray(), sp.vstack(ys).toarray()
+    # Same multiset of (x, y) rows as the dataset.
+    ref = np.hstack([ds.data.toarray(), ds.label.toarray()])
+    got = np.hstack([X, Y])
+    np.testing.assert_array_equal(got[np.lexsort(got.T)], ref[np.lexsort(ref.T)])

@@ -1,0 +1,170 @@
+"""SparseMultiLabelClassifier: fit on indicator / label lists / 1-D labels, exact
+top-k prediction, predict's indicator, precision@1 score, pickling, save/load,
+scikit-learn conventions and errors."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.metrics import accuracy_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from gluon_sparse.nn.topk import precision_at_k
+from gluon_sparse.sklearn import SparseMultiLabelClassifier, load
+
+
+def _planted(rows=1500, features=800, labels=60, seed=0):
+    """Each label owns 6 features; a row shows 4 of each of its 1-2 labels' plus 2 noise."""
+    rng = np.random.default_rng(seed)
+    owners = rng.integers(0, features, size=(labels, 6))
+    popularity = 1.0 / np.arange(1, labels + 1)
+    popularity /= popularity.sum()
+    Y, xr, xc = [], [], []
+    for i in range(rows):
+        ys = rng.choice(labels, rng.integers(1, 3), replace=False, p=popularity)
+        Y.append(sorted(ys.tolist()))
+        cols = np.unique(np.concatenate([rng.choice(owners[y], 4, replace=False) for y in ys]
+                                        + [rng.integers(0, features, 2)]))
+        xr.append(np.full(cols.size, i))
+        xc.append(cols)
+    X = sp.csr_matrix((np.ones(sum(c.size for c in xc), np.float32),
+                       (np.concatenate(xr), np.concatenate(xc))), shape=(rows, features))
+    return X, Y
+
+
+FAST = dict(hidden_layer_sizes=(32,), num_sampled=16, max_iter=8, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Y = _planted()
+    return X[:1200], Y[:1200], X[1200:], Y[1200:]
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, Y, _, _ = data
+    names = [["tag%02d" % y for y in row] for row in Y]  # labels of any hashable type
+    return SparseMultiLabelClassifier(**FAST).fit(X, names)
+
+
+def _indicator(Y, num_labels=60):
+    indptr = np.cumsum([0] + [len(r) for r in Y])
+    return sp.csr_matrix((np.ones(indptr[-1]), np.concatenate(Y), indptr),
+                         shape=(len(Y), num_labels))
+
+
+def test_learns_planted_labels_and_beats_popularity(fitted, data):
+    _, Y, Xt, Yt = data
+    labels, scores = fitted.predict_top_k(Xt, k=5)
+    assert labels.shape == scores.shape == (Xt.shape[0], 5)
+    assert set(labels.ravel()) <= set(fitted.classes_)
+    assert np.all(np.diff(scores, axis=1) <= 0)  # best first
+    truth = [{"tag%02d" % y for y in row} for row in Yt]
+    p1 = np.mean([labels[i, 0] in truth[i] for i in range(len(truth))])
+    counts = np.bincount(np.concatenate(Y), minlength=60)
+    popular = np.mean([int(np.argmax(counts)) in row for row in Yt])
+    assert p1 > popular + 0.3
+    assert fitted.score(Xt, [["tag%02d" % y for y in row] for row in Yt]) == pytest.approx(p1)
+
+
+def test_top_k_is_exact_over_all_labels(fitted, data):
+    _, _, Xt, _ = data
+    module = fitted.module_
+    h = module.hidden(__import__("gluon_sparse").data.csr_to_ndarray(Xt, np.float32))
+    full = module.output.scores(h).asnumpy()
+    labels, scores = fitted.predict_top_k(Xt, k=7)
+    order = np.argsort(-full, axis=1, kind="stable")[:, :7]
+    ref = fitted.classes_[np.asarray(fitted.label_order_)[order]]
+    np.testing.assert_array_equal(labels, ref)
+    np.testing.assert_allclose(scores, np.take_along_axis(full, order, axis=1), rtol=1e-5)
+
+
+def test_indicator_and_lists_give_the_same_model(data):
+    X, Y, Xt, _ = data
+    by_list = SparseMultiLabelClassifier(**FAST).fit(X, Y)
+    by_indicator = SparseMultiLabelClassifier(**FAST).fit(X, _indicator(Y))
+    np.testing.assert_array_equal(by_list.classes_, np.arange(60))
+    np.testing.assert_array_equal(by_indicator.classes_, np.arange(60))
+    np.testing.assert_array_equal(by_list.predict_top_k(Xt, 3)[0],
+                                  by_indicator.predict_top_k(Xt, 3)[0])
+    ids = by_indicator.predict_top_k(Xt, 5)[0]
+    Yt = _indicator(data[3])
+    assert by_indicator.score(Xt, Yt) == pytest.approx(precision_at_k(Yt, ids, 1))
+
+
+def test_predict_returns_an_indicator_of_predict_k_labels(fitted, data):
+    _, _, Xt, _ = data
+    Y = fitted.predict(Xt)
+    assert sp.issparse(Y) and Y.shape == (Xt.shape[0], len(fitted.classes_))
+    k = max(1, int(round(fitted.labels_per_row_)))
+    np.testing.assert_array_equal(np.diff(Y.indptr), k)
+    top = fitted.predict_top_k(Xt, k)[0]
+    for i in range(5):
+        assert set(fitted.classes_[Y[i].indices]) == set(top[i])
+    assert np.all(np.diff(clone(fitted).set_params(predict_k=3).fit(
+        data[0], [["tag%02d" % y for y in r] for r in data[1]]).predict(Xt).indptr) == 3)
+
+
+def test_multiclass_labels(data):
+    X, Y, Xt, Yt = data
+    y = np.array([row[0] for row in Y])
+    clf = SparseMultiLabelClassifier(**FAST).fit(X, y)
+    assert not clf.multilabel_
+    pred = clf.predict(Xt)
+    assert pred.shape == (Xt.shape[0],)
+    yt = np.array([row[0] for row in Yt])
+    assert clf.score(Xt, yt) == pytest.approx(accuracy_score(yt, pred))
+
+
+def test_pickle_and_save_load_predict_the_same(fitted, data, tmp_path):
+    Xt = data[2]
+    expected = fitted.predict_top_k(Xt, 5)
+    copy = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(copy.predict_top_k(Xt, 5)[0], expected[0])
+    np.testing.assert_allclose(copy.predict_top_k(Xt, 5)[1], expected[1], rtol=1e-6)
+    fitted.save(tmp_path / "model")
+    loaded = load(tmp_path / "model")
+    assert isinstance(loaded, SparseMultiLabelClassifier)
+    np.testing.assert_array_equal(loaded.classes_, fitted.classes_)
+    np.testing.assert_array_equal(loaded.predict_top_k(Xt, 5)[0], expected[0])
+    np.testing.assert_allclose(loaded.predict_top_k(Xt, 5)[1], expected[1], rtol=1e-6)
+
+
+def test_sklearn_conventions_and_errors(fitted, data):
+    X, Y, Xt, _ = data
+    params = fitted.get_params()
+    assert params["hidden_layer_sizes"] == (32,) and params["max_iter"] == 8
+    assert SparseMultiLabelClassifier().get_params()["alpha"] == 0.0
+    assert clone(fitted).get_params() == params
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 60\]"):
+        fitted.predict_top_k(Xt, k=61)
+    top = fitted.predict_top_k(Xt[:2], 1)[0][:, 0]
+    # A label unknown at fit can never be predicted: a miss, not an error.
+    assert fitted.score(Xt[:2], [[top[0]], ["nope"]]) == 0.5
+    with pytest.raises(ValueError, match="not among the classes seen at fit"):
+        SparseMultiLabelClassifier(**FAST).fit(X, Y).partial_fit(Xt[:1], [[999]])
+    with pytest.raises(ValueError, match="Y has 3 rows but X has 1200"):
+        SparseMultiLabelClassifier(**FAST).fit(X, sp.csr_matrix((3, 5)))
+    # Unit weights are the unweighted fit (same batches, same candidates).
+    weighted = SparseMultiLabelClassifier(**FAST).fit(X, Y, sample_weight=np.ones(X.shape[0]))
+    plain = SparseMultiLabelClassifier(**FAST).fit(X, Y)
+    np.testing.assert_array_equal(weighted.predict_top_k(Xt, 3)[0], plain.predict_top_k(Xt, 3)[0])
+    with pytest.raises(ValueError, match="num_sampled"):
+        SparseMultiLabelClassifier(num_sampled=-1).fit(X, Y)
+
+
+def _expected_failed_checks(estimator):
+    reason = ("negatives are sampled per batch: a repeated row and a weighted row meet "
+              "different candidates, so the fits differ beyond the check's rtol=1e-7")
+    return {"check_sample_weight_equivalence_on_dense_data": reason,
+            "check_sample_weight_equivalence_on_sparse_data": reason}
+
+
+@parametrize_with_checks([SparseMultiLabelClassifier(hidden_layer_sizes=(16,), num_sampled=8,
+                                                     max_iter=5, learning_rate_init=0.05,
+                                                     random_state=0)],
+                         expected_failed_checks=_expected_failed_checks)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

@@ -1,0 +1,231 @@
+"""SampledOutput: the sampled losses and their row_sparse gradients against a NumPy
+reference, the full losses (sampler='all') against MXNet's own losses, the
+samplers' proposals, training with SparseAdam (deferred == eager, bitwise) and
+with Gluon's Trainer, hybridization and bad input."""
+import mxnet as mx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mxnet import autograd, gluon
+
+from gluon_sparse.nn import SampledOutput
+from gluon_sparse.nn.samplers import (FrequencySampler, LogUniformSampler, UniformSampler,
+                                      make_sampler)
+from gluon_sparse.optimizer import deferred
+
+L, H, B = 300, 6, 8
+
+
+def _multilabel(rng, batch, num_labels, max_pos=4, empty_row=True):
+    rows = []
+    for i in range(batch):
+        n = 0 if (empty_row and i == 1) else rng.integers(1, max_pos + 1)
+        rows.append(rng.choice(num_labels, n, replace=False))
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    ids = np.concatenate(rows).astype(np.int64)
+    return sp.csr_matrix((np.ones(ids.size), ids, indptr), shape=(batch, num_labels))
+
+
+def _block(loss, sampler, dtype="float64", seed=3, **kwargs):
+    out = SampledOutput(L, num_sampled=40, sampler=sampler, loss=loss, dtype=dtype, seed=seed,
+                        weight_initializer=mx.init.Normal(0.5),
+                        bias_initializer=mx.init.Normal(0.5), **kwargs)
+    out.initialize()
+    return out
+
+
+def _reference(out, h, labels, seed):
+    """Loss and gradients of the sampled loss in NumPy, for the candidates the block drew."""
+    out._rng = np.random.default_rng(seed)
+    ids, target, corr = out.candidates(labels, h.shape[0])
+    W = out.weight.data().asnumpy()[ids]
+    b = out.bias.data().asnumpy()[ids, 0]
+    x = h @ W.T + b
+    if out._loss == "softmax":
+        z = x - corr
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        loss = -(target * logp).sum(axis=1)
+        g = np.exp(logp) * target.sum(axis=1, keepdims=True) - target
+    else:
+        sig = 1 / (1 + np.exp(-x))
+        loss = ((np.logaddexp(0, x) - x * target) * corr).sum(axis=1)
+        g = (sig - target) * corr
+    return ids, loss, g.T @ h, g.sum(axis=0), g @ W
+
+
+def _run(out, h, labels, seed):
+    out._rng = np.random.default_rng(seed)
+    hx = mx.nd.array(h, dtype=out.weight.dtype)
+    hx.attach_grad()
+    with autograd.record():
+        loss = out(hx, labels)
+    loss.backward()
+    return loss.asnumpy(), out.weight.grad(), out.bias.grad(), hx.grad.asnumpy()
+
+
+@pytest.mark.parametrize("loss", ["softmax", "bce"])
+@pytest.mark.parametrize("sampler", ["uniform", "log_uniform", "frequency", "in_batch"])
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_loss_and_gradients_match_numpy(loss, sampler, multilabel):
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 50, size=L) if sampler == "frequency" else None
+    out = _block(loss, sampler, label_counts=counts)
+    h = rng.standard_normal((B, H))
+    labels = _multilabel(rng, B, L) if multilabel else rng.integers(0, L, size=B)
+    got_loss, gw, gb, gh = _run(out, h, labels, seed=11)
+    ids, loss_ref, gw_ref, gb_ref, gh_ref = _reference(out, h, labels, seed=11)
+    if sampler != "in_batch":
+        assert ids.size > len(np.unique(labels.indices if multilabel else labels))
+    np.testing.assert_allclose(got_loss, loss_ref, rtol=1e-10, atol=1e-12)
+    assert gw.stype == "row_sparse" and gb.stype == "row_sparse"
+    np.testing.assert_array_equal(gw.indices.asnumpy(), ids)
+    np.testing.assert_array_equal(gb.indices.asnumpy(), ids)
+    np.testing.assert_allclose(gw.data.asnumpy(), gw_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gb.data.asnumpy()[:, 0], gb_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gh, gh_ref, rtol=1e-10, atol=1e-12)
+
+
+def _dense_logits(out, h):
+    W = mx.nd.array(out.weight.data().asnumpy())
+    b = mx.nd.array(out.bias.data().asnumpy()[:, 0])
+    W.attach_grad()
+    b.attach_grad()
+    return W, b
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel", "bce"])
+def test_all_labels_equal_mxnet_full_losses(kind):
+    rng = np.random.default_rng(1)
+    loss = "bce" if kind == "bce" else "softmax"
+    out = _block(loss, "all", dtype="float32")
+    h = rng.standard_normal((B, H)).astype(np.float32)
+    if kind == "multiclass":
+        labels = rng.integers(0, L, size=B)
+    else:
+        labels = _multilabel(rng, B, L, empty_row=False)
+    got, gw, gb, _ = _run(out, h, labels, seed=0)
+    W, b = _dense_logits(out, h)
+    with autograd.record():
+        logits = mx.nd.FullyConnected(mx.nd.array(h), W, b, num_hidden=L)
+        if kind == "multiclass":
+            ref = gluon.loss.SoftmaxCrossEntropyLoss()(logits, mx.nd.array(labels))
+        elif kind == "multilabel":
+            dense = labels.toarray()
+            target = dense / dense.sum(axis=1, keepdims=True)
+            ref = gluon.loss.SoftmaxCrossEntropyLoss(sparse_label=False)(
+                logits, mx.nd.array(target))
+        else:
+            ref = gluon.loss.SigmoidBinaryCrossEntropyLoss()(
+                logits, mx.nd.array(labels.toarray())) * L
+    ref.backward()
+    np.testing.assert_allclose(got, ref.asnumpy(), rtol=2e-5, atol=1e-5)
+    np.testing.assert_array_equal(gw.indices.asnumpy(), np.arange(L))
+    np.testing.assert_allclose(gw.data.asnumpy(), W.grad.asnumpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gb.data.asnumpy()[:, 0], b.grad.asnumpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler", [UniformSampler(1000), LogUniformSampler(1000),
+                                     FrequencySampler(np.arange(1000) % 17, alpha=0.5)])
+def test_sampler_draws_follow_its_probabilities(sampler):
+    q = sampler.probability(np.arange(1000))
+    assert abs(q.sum() - 1) < 1e-9
+    draws = sampler.sample(np.random.default_rng(0), 400000)
+    freq = np.bincount(draws, minlength=1000) / draws.size
+    # 5 standard deviations of a binomial proportion.
+    assert np.all(np.abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / draws.size) + 1e-6)
+    # Inclusion in 30 draws, against its closed form computed naively.
+    np.testing.assert_allclose(np.exp(sampler.log_inclusion(np.arange(1000), 30)),
+                               1 - (1 - q) ** 30, rtol=1e-9)
+
+
+def _net(seed, **kwargs):
+    mx.random.seed(seed)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(H, activation="relu", in_units=12))
+    net.add(SampledOutput(L, in_units=H, num_sampled=20, seed=seed, **kwargs))
+    net.initialize(mx.init.Normal(0.3))
+    return net
+
+
+def _train(net, optimizer, opt_args, steps=30, hybridize=False):
+    out = net[1]
+    if hybridize:
+        net[0].hybridize()
+        out.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), optimizer, opt_args)
+    rng = np.random.default_rng(5)
+    losses = []
+    for _ in range(steps):
+        x = mx.nd.array(rng.standard_normal((B, 12)))
+        labels = _multilabel(rng, B, L)
+        with autograd.record():
+            loss = out(net[0](x), labels)
+        loss.backward()
+        trainer.step(B)
+        losses.append(loss.asnumpy())
+    if opt_args.get("deferred"):
+        # The output layer's weight and bias are the deferred ones (the Dense has dense grads).
+        states = trainer._updaters[0].states.values()
+        assert sum(isinstance(s, deferred.DeferredAdamState) for s in states) == 2
+    deferred.flush(trainer)
+    return np.array(losses), {k[len(net.prefix):]: v.data().asnumpy()
+                              for k, v in net.collect_params().items()}
+
+
+@pytest.mark.parametrize("loss", ["softmax", "bce"])
+def test_deferred_sparseadam_equals_eager_bitwise(loss):
+    args = {"learning_rate": 0.05, "wd": 0.01}
+    losses_e, eager = _train(_net(2, loss=loss), "sparseadam", dict(args, deferred=False))
+    losses_d, defer = _train(_net(2, loss=loss), "sparseadam", dict(args, deferred=True))
+    np.testing.assert_array_equal(losses_d, losses_e)
+    for name in eager:
+        np.testing.assert_array_equal(defer[name], eager[name], err_msg=name)
+
+
+def test_deferred_moves_unsampled_rows_like_standard_adam():
+    args = {"learning_rate": 0.05, "wd": 0.01}
+    net = _net(4)
+    init = net[1].weight.data().asnumpy().copy()
+    _train(net, "sparseadam", dict(args, deferred=True), steps=5)
+    weight = net[1].weight.data().asnumpy()
+    moved = np.abs(weight - init).max(axis=1) > 0
+    assert moved.all()  # weight decay reaches every row, sampled or not
+
+
+def test_trains_with_plain_trainer_and_hybridized_equals_imperative():
+    losses_i, imp = _train(_net(3), "adam", {"learning_rate": 0.01}, steps=10)
+    losses_h, hyb = _train(_net(3), "adam", {"learning_rate": 0.01}, steps=10, hybridize=True)
+    np.testing.assert_allclose(losses_h, losses_i, rtol=1e-5)
+    for name in imp:
+        np.testing.assert_allclose(hyb[name], imp[name], rtol=1e-4, atol=1e-6)
+    assert losses_i[-3:].mean() < losses_i[:3].mean()
+
+
+def test_top_k_reads_deferred_rows_up_to_date():
+    net = _net(6)
+    _train(net, "sparseadam", {"learning_rate": 0.05, "wd": 0.01, "deferred": True}, steps=4)
+    out = net[1]
+    h = mx.nd.array(np.random.default_rng(0).standard_normal((5, H)))
+    ids, scores = out.top_k(h, 7, label_chunk=64)
+    full = out.scores(h).asnumpy()
+    ref = np.argsort(-full, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(ids, ref)
+    np.testing.assert_allclose(scores, np.take_along_axis(full, ref, axis=1), rtol=1e-5)
+
+
+def test_bad_input_is_named():
+    out = _block("softmax", "uniform")
+    h = mx.nd.ones((3, H), dtype="float64")
+    with pytest.raises(ValueError, match=r"label 300 of example 2 is outside \[0, 300\)"):
+        out(h, np.array([0, 1, 300]))
+    with pytest.raises(ValueError, match="label indicator has shape"):
+        out(h, sp.csr_matrix((3, L + 1)))
+    with pytest.raises(ValueError, match="1-D array of 3 label ids"):
+        out(h, np.array([0, 1]))
+    with pytest.raises(ValueError, match="inputs of width 6"):
+        out(mx.nd.ones((3, H + 1), dtype="float64"), np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="needs label_counts"):
+        make_sampler("frequency", 10)
+    with pytest.raises(ValueError, match="loss must be"):
+        SampledOutput(10, loss="hinge")

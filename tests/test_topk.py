@@ -1,0 +1,124 @@
+"""gluon_sparse_topk and top_k_scores against a NumPy lexsort reference, ties,
+NaN and empty slots included, over many label and row chunks."""
+import mxnet as mx
+import numpy as np
+import pytest
+
+from gluon_sparse.nn import top_k_scores
+from gluon_sparse.nn.topk import merge_top_k
+
+
+def _reference(scores, k):
+    """ids and scores of the k best per row: score descending, ties to the smaller id, NaN last."""
+    ids = np.empty((scores.shape[0], k), dtype=np.int64)
+    for r, row in enumerate(scores):
+        nan = np.isnan(row)
+        # lexsort: last key primary. NaN after numbers, then -score, then id.
+        order = np.lexsort((np.arange(row.size), np.where(nan, 0, -row), nan))
+        ids[r] = order[:k]
+    return ids, np.take_along_axis(scores, ids, axis=1)
+
+
+def _merge_in_chunks(scores, k, chunk):
+    rows = scores.shape[0]
+    best = mx.nd.full((rows, k), -np.inf, dtype=scores.dtype)
+    best_id = mx.nd.full((rows, k), -1, dtype=np.int64)
+    for c0 in range(0, scores.shape[1], chunk):
+        block = mx.nd.array(scores[:, c0:c0 + chunk], dtype=scores.dtype)
+        best, best_id = merge_top_k(block, best, best_id, offset=c0)
+    return best_id.asnumpy(), best.asnumpy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k, chunk", [(1, 7), (5, 1), (5, 13), (20, 64), (64, 50)])
+def test_merge_matches_lexsort_with_ties(dtype, k, chunk):
+    rng = np.random.default_rng(k * 100 + chunk)
+    # Few distinct values: most comparisons are ties, decided by the label id.
+    scores = rng.integers(-3, 4, size=(37, 200)).astype(dtype)
+    scores[3, 50:60] = np.nan
+    scores[4, :] = 1.0
+    ids, vals = _merge_in_chunks(scores, k, chunk)
+    ref_ids, ref_vals = _reference(scores, k)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_array_equal(vals, ref_vals)
+
+
+def test_merge_fills_empty_slots_when_fewer_than_k_labels():
+    scores = np.array([[0.5, np.nan, 2.0]], dtype=np.float32)
+    ids, vals = _merge_in_chunks(scores, 5, 3)
+    np.testing.assert_array_equal(ids, [[2, 0, 1, -1, -1]])
+    assert vals[0, 0] == 2.0 and vals[0, 1] == 0.5 and np.isnan(vals[0, 2])
+
+
+def _run_merge(*args, **kwargs):
+    # Errors of the compute function surface when the result is read.
+    return [x.asnumpy() for x in merge_top_k(*args, **kwargs)]
+
+
+def test_merge_rejects_bad_input():
+    scores = mx.nd.zeros((2, 4))
+    with pytest.raises(mx.base.MXNetError, match="prev_id.*not a label id"):
+        _run_merge(scores, mx.nd.zeros((2, 3)), mx.nd.full((2, 3), -5, dtype=np.int64))
+    with pytest.raises(mx.base.MXNetError, match="rows = 2"):
+        merge_top_k(scores, mx.nd.zeros((3, 3)), mx.nd.zeros((3, 3), dtype=np.int64))
+    with pytest.raises(mx.base.MXNetError, match="prev_id must be int64"):
+        merge_top_k(scores, mx.nd.zeros((2, 3)), mx.nd.zeros((2, 3), dtype=np.int32))
+    with pytest.raises(mx.base.MXNetError, match="offset must be an integer"):
+        _run_merge(scores, mx.nd.zeros((2, 3)), mx.nd.zeros((2, 3), dtype=np.int64), offset=-1)
+
+
+@pytest.mark.parametrize("row_chunk, label_chunk", [(1, 1000), (7, 33), (100, 100000)])
+def test_top_k_scores_exact_over_all_labels(row_chunk, label_chunk):
+    rng = np.random.default_rng(0)
+    # Integer-valued operands: every dot product is exact in float32, so ties are real.
+    h = rng.integers(-2, 3, size=(23, 8)).astype(np.float32)
+    w = rng.integers(-2, 3, size=(1000, 8)).astype(np.float32)
+    b = rng.integers(-2, 3, size=1000).astype(np.float32)
+    ids, vals = top_k_scores(mx.nd.array(h), mx.nd.array(w), mx.nd.array(b), 10,
+                             row_chunk=row_chunk, label_chunk=label_chunk)
+    ref_ids, ref_vals = _reference(h @ w.T + b, 10)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_array_equal(vals, ref_vals)
+
+
+def test_top_k_scores_random_float_without_bias():
+    rng = np.random.default_rng(1)
+    h = rng.standard_normal((50, 16))
+    w = rng.standard_normal((3000, 16))
+    ids, vals = top_k_scores(mx.nd.array(h, dtype="float64"), mx.nd.array(w, dtype="float64"),
+                             None, 5, row_chunk=16, label_chunk=700)
+    ref_ids, ref_vals = _reference(h @ w.T, 5)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(vals, ref_vals, rtol=1e-12)
+
+
+def test_top_k_scores_argument_errors():
+    h, w = mx.nd.zeros((2, 3)), mx.nd.zeros((10, 3))
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 10\]"):
+        top_k_scores(h, w, None, 11)
+    with pytest.raises(ValueError, match="shapes"):
+        top_k_scores(mx.nd.zeros((2, 4)), w, None, 1)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        top_k_scores(h, w, mx.nd.zeros(9), 1)
+    with pytest.raises(ValueError, match="label_chunk"):
+        top_k_scores(h, w, None, 1, label_chunk=0)
+
+
+def test_precision_and_ndcg_against_sklearn():
+    import scipy.sparse as sp
+    from sklearn.metrics import ndcg_score
+    from gluon_sparse.nn.topk import ndcg_at_k, precision_at_k
+    rng = np.random.default_rng(3)
+    Y = sp.csr_matrix((rng.random((40, 30)) < 0.1).astype(np.float32))
+    Y[0, 5] = 1  # at least one positive in every row for sklearn's nDCG
+    Y = sp.csr_matrix(Y + sp.csr_matrix(np.eye(40, 30)))
+    Y.data[:] = 1
+    scores = rng.standard_normal((40, 30))
+    ids = np.argsort(-scores, axis=1)[:, :5]
+    dense = Y.toarray()
+    for k in (1, 3, 5):
+        ref_p = np.mean([dense[i, ids[i, :k]].sum() / k for i in range(40)])
+        assert precision_at_k(Y, ids, k) == pytest.approx(ref_p)
+        assert ndcg_at_k(Y, ids, k) == pytest.approx(ndcg_score(dense, scores, k=k))
+    with pytest.raises(ValueError, match="at least 5 predictions"):
+        precision_at_k(Y, ids[:, :3], 5)
