@@ -131,6 +131,7 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["train", "--model-dir", "m", "--epochs", "0"], "--epochs"),
     (["train", "--model-dir", "m", "--hidden", "8,x"], "--hidden"),
     (["train", "--model-dir", "m", "--ctx", "tpu"], "--ctx"),
+    (["train", "--model-dir", "m", "--alpha", "-1"], "--alpha"),
     (["train", "--model-dir", "m", "--bogus"], "--bogus"),
     (["train", HEART_SCALE], "--model-dir"),
     (["predict", HEART_SCALE, "--model-dir", "nowhere", "--out", "p.txt"], "nowhere"),
