@@ -131,6 +131,7 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["train", "--model-dir", "m", "--epochs", "0"], "--epochs"),
     (["train", "--model-dir", "m", "--hidden", "8,x"], "--hidden"),
     (["train", "--model-dir", "m", "--ctx", "tpu"], "--ctx"),
+    (["train", "--model-dir", "m", "--alpha", "-1"], "--alpha"),
     (["train", "--model-dir", "m", "--bogus"], "--bogus"),
     (["train", HEART_SCALE], "--model-dir"),
     (["predict", HEART_SCALE, "--model-dir", "nowhere", "--out", "p.txt"], "nowhere"),
@@ -398,3 +399,14 @@ def test_undefined_metrics_are_said_not_warned(tmp_path):
     evaluated = _run_module("evaluate", "one_class.svm", "--model-dir", "m", cwd=tmp_path)
     assert evaluated.returncode == 0 and "Warning" not in evaluated.stderr, evaluated.stderr
     assert "auc n/a" in evaluated.stdout
+
+
+def test_truncated_parameters_file_is_one_line_naming_it(tmp_path, trained):
+    import shutil
+    shutil.copytree(trained, tmp_path / "model")
+    (params,) = (tmp_path / "model").rglob("network.params")
+    params.write_bytes(params.read_bytes()[:100])
+    result = _run_module("evaluate", HEART_SCALE, "--model-dir", "model", cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "network.params" in line and "Traceback" not in line
+    assert not line.rstrip().endswith(":"), line  # the cause follows, not a cut-off traceback

@@ -29,6 +29,9 @@ def test_planted_signal_is_learnable_from_a_thousand_rows(both_rules):
     # planted labels generalise to held-out rows, the 0.1 rule barely does.
     scores = {}
     for name, (X, y) in zip(("linear", "row_sum"), both_rules):
+        # Columns that never occur get weight 0 under L2 anyway: dropping them
+        # gives the same model and makes the fit fast.
+        X = X[:, np.unique(X.indices)]
         X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=0,
                                                             stratify=y)
         model = LogisticRegression(C=10, max_iter=2000).fit(X_train, y_train)

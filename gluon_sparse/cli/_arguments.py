@@ -37,6 +37,17 @@ def positive(kind):
     return parse
 
 
+def non_negative_float(text):
+    """A number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number >= 0, got %r" % text) from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("expected a number >= 0, got %r" % text)
+    return value
+
+
 def fraction(text):
     """A number in [0, 1)."""
     try:

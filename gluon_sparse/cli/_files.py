@@ -10,6 +10,7 @@ import numpy as np
 from .._fileio import atomic_file
 from ._errors import InputError
 
+
 def check_readable(path):
     """Raise InputError unless ``path`` is a file this process can open for reading."""
     if os.path.isdir(path):

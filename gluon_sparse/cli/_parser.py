@@ -49,8 +49,9 @@ def build_parser():
                     "dataset (1000 x 1,000,000, density 1e-5), generated in memory.")
     train.add_argument("data", nargs="*", metavar="DATA", help="LibSVM training file(s)")
     train.add_argument("--model-dir", required=True,
-                       help="directory to write the model to (a model already there is "
-                            "replaced; any other existing file or folder is an error)")
+                       help="directory to write the model to (created when missing or "
+                            "empty; a model already there is replaced; any other existing "
+                            "file or folder is an error, reported before training)")
     train.add_argument("--test", metavar="DATA", help="LibSVM file to report metrics on each epoch "
                        "(default: a held-out share of the training data; not combinable with "
                        "--validation-fraction)")
@@ -73,7 +74,7 @@ def build_parser():
                        help="samples per batch (default %d)" % DEFAULT_BATCH_SIZE)
     train.add_argument("--lr", type=types.positive(float), default=DEFAULT_LR,
                        help="learning rate (default %g)" % DEFAULT_LR)
-    train.add_argument("--alpha", type=float, default=0.0,
+    train.add_argument("--alpha", type=types.non_negative_float, default=0.0,
                        help="L2 penalty (default 0; > 0 makes every weight row move every step)")
     train.add_argument("--optimizer", type=types.optimizer_name, default="sparseadam",
                        help="MXNet optimizer name (default sparseadam)")
