@@ -8,10 +8,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.metrics import accuracy_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gluon_sparse.nn.topk import precision_at_k
 from gluon_sparse.sklearn import SparseMultiLabelClassifier, load
+
+from estimator_checks import parametrize_estimator_checks
 
 
 def _planted(rows=1500, features=800, labels=60, seed=0):
@@ -162,9 +163,9 @@ def _expected_failed_checks(estimator):
             "check_sample_weight_equivalence_on_sparse_data": reason}
 
 
-@parametrize_with_checks([SparseMultiLabelClassifier(hidden_layer_sizes=(16,), num_sampled=8,
-                                                     max_iter=5, learning_rate_init=0.05,
-                                                     random_state=0)],
-                         expected_failed_checks=_expected_failed_checks)
+@parametrize_estimator_checks([SparseMultiLabelClassifier(hidden_layer_sizes=(16,), num_sampled=8,
+                                                          max_iter=5, learning_rate_init=0.05,
+                                                          random_state=0)],
+                              expected_failed_checks=_expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

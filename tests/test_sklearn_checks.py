@@ -1,10 +1,11 @@
 """scikit-learn's shared estimator checks, run on every estimator of gluon_sparse.sklearn."""
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.sklearn import (SparseMLPClassifier, SparseMLPRegressor, SparseNetClassifier,
                                   SparseNetRegressor)
+
+from estimator_checks import parametrize_estimator_checks
 
 # Small networks, few epochs and a larger step: the checks fit ~150 models on
 # toy data, where MXNet's per-call overhead, not arithmetic, is the cost.
@@ -42,6 +43,6 @@ ESTIMATORS = [
 ]
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+@parametrize_estimator_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
