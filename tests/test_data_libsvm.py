@@ -14,7 +14,7 @@ from sklearn.datasets import load_svmlight_file, load_svmlight_files
 
 import sklearn
 from gluon_sparse.data import LibSVMDataset, LibSVMStream, load_libsvm, locate_row
-from gluon_sparse.data.libsvm_parser import parse_libsvm_bytes, team_size
+from gluon_sparse.data._libsvm_parser import parse_libsvm_bytes, team_size
 
 SKLEARN_DATA = os.path.join(os.path.dirname(sklearn.__file__), "datasets", "tests", "data")
 HEART_SCALE = "/work/shared/data/heart_scale"

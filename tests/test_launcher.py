@@ -301,7 +301,7 @@ def test_sigkill_to_the_launcher_leaves_no_process_running():
 
 
 def test_watchdog_kills_the_groups_it_watches_only_when_the_pipe_ends_without_done():
-    from gluon_sparse.distributed.lifeline import Watchdog
+    from gluon_sparse.distributed._lifeline import Watchdog
     sleepers = [subprocess.Popen([PYTHON, "-c", "import time; time.sleep(300)"],
                                  start_new_session=True) for _ in range(3)]
     try:

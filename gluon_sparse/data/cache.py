@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .._fileio import atomic_file, fsync_directory
 
-__all__ = ["default_cache_dir", "load_cached", "save_cached", "cache_key", "CorruptEntry"]
+__all__ = ["default_cache_dir", "load_cached", "save_cached", "cache_key"]
 
 logger = logging.getLogger(__name__)
 

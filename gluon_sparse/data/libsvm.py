@@ -1,7 +1,7 @@
 """LibSVM / svmlight files: :func:`load_libsvm` and the file-level helpers.
 
 :func:`load_libsvm` reads whole files into a ``scipy.sparse.csr_matrix`` with
-the native parser (:mod:`.libsvm_parser`, which also serves the streaming
+the native parser (``_libsvm_parser.py``, which also serves the streaming
 reader chunk by chunk); :func:`locate_row` names the file and line of a row of
 its result, for errors found later (non-finite values rejected by an
 estimator, say).
@@ -18,10 +18,9 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from .libsvm_parser import ParsedChunk, count_rows, parse_libsvm_bytes, row_line_number
+from ._libsvm_parser import ParsedChunk, count_rows, parse_libsvm_bytes, row_line_number
 
-__all__ = ["load_libsvm", "locate_row", "open_libsvm_buffer", "parse_libsvm_bytes", "ParsedChunk",
-           "decompression_error"]
+__all__ = ["load_libsvm", "locate_row", "parse_libsvm_bytes", "ParsedChunk"]
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
 from .libsvm import DECOMPRESSION_ERRORS, _as_path_list, decompression_error
-from .libsvm_parser import newlines_before, parse_libsvm_bytes, row_line_number
+from ._libsvm_parser import newlines_before, parse_libsvm_bytes, row_line_number
 from .prefetch import Prefetcher
 
 __all__ = ["LibSVMStream"]

@@ -22,7 +22,7 @@ stops all the others (``SIGTERM`` to each process group, ``SIGKILL`` after a
 grace period) and exits with the failed process's code (``128 + signal`` for a
 signal). It exits 0 once every worker has exited 0, and ``124`` when
 ``--timeout`` expires. If the launcher itself is killed, even with SIGKILL,
-its processes die with it (see :mod:`.lifeline`).
+its processes die with it (see ``gluon_sparse/distributed/_lifeline.py``).
 
 With ``--hosts FILE`` the processes are started with ``ssh`` instead: the
 scheduler on the first host, servers and workers round robin over all hosts,
@@ -40,12 +40,12 @@ import sys
 import threading
 import time
 
-from .hosts import host_address, read_hosts, ssh_command
-from .job import POLL_INTERVAL, Job, StartFailed, describe_exit
+from ._hosts import host_address, read_hosts, ssh_command
+from ._job import POLL_INTERVAL, Job, StartFailed, describe_exit
 
 logger = logging.getLogger(__name__)
 
-# read_hosts and ssh_command live in .hosts; they stay importable from here.
+# read_hosts and ssh_command live in ._hosts; they stay importable from here.
 __all__ = ["Process", "add_arguments", "build_processes", "main", "read_hosts", "run",
            "ssh_command"]
 

@@ -20,7 +20,7 @@ cannot reach:
 Only a process that leaves its group (``setsid``) and whose parent is not one
 of the launcher's children escapes both; remote (ssh) processes get the
 hang-up of their connection, as before. This file runs as the watchdog's
-script by path (``python -S lifeline.py``): it imports only the standard
+script by path (``python -S _lifeline.py``): it imports only the standard
 library, so the watchdog starts in milliseconds and imports neither MXNet nor
 gluon-sparse.
 """

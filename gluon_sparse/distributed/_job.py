@@ -7,7 +7,7 @@ import subprocess
 import threading
 import time
 
-from .lifeline import Watchdog, die_with_parent
+from ._lifeline import Watchdog, die_with_parent
 
 __all__ = ["Job", "StartFailed", "describe_exit", "POLL_INTERVAL"]
 
