@@ -44,7 +44,9 @@ HandleBase* ParseTyped(const char* buf, int64_t length, int32_t flags, int32_t n
     for (int i = 1; i < n; ++i) {
       // Each range starts just after a newline so no line is split.
       int64_t b = std::max(bounds[i - 1], length / n * i);
-      const char* nl = b > 0 ? static_cast<const char*>(std::memchr(buf + b - 1, '\n', length - (b - 1))) : buf - 1;
+      const char* nl = b > 0 ? static_cast<const char*>(
+                                   std::memchr(buf + b - 1, '\n', length - (b - 1)))
+                             : buf - 1;
       bounds[i] = nl ? (nl - buf) + 1 : length;
     }
     RunParallel(n, [&](int i) {
