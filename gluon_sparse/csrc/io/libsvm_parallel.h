@@ -18,9 +18,10 @@ namespace gluon_sparse {
 namespace io {
 
 // Bytes of text below which one more thread does not pay for itself.
-// Measured (benchmarks/RESULTS.md, data pipeline): starting and joining a
-// thread costs ~50-100 us, parsing runs at ~150-250 MB/s per thread, and a
-// second thread only shortened the parse of buffers from ~256 KiB up.
+// Measured (benchmarks/RESULTS.md, data pipeline): one thread parses ~350 MB/s,
+// starting and joining a second costs ~40 us, and a second thread made the
+// parse slower up to 128 KiB (1.62x the serial time at 16 KiB, 1.06x at
+// 128 KiB) and faster from 256 KiB (0.89x; 0.58x at 1 MiB).
 constexpr int64_t kParseGrainBytes = int64_t{256} << 10;
 constexpr int kMaxParseThreads = 256;
 
