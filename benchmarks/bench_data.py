@@ -207,6 +207,8 @@ def main():
     parser.add_argument("--skip-sklearn", action="store_true")
     parser.add_argument("--repeat", type=int, default=2, help="passes per loader (best is kept)")
     parser.add_argument("--steps", type=int, default=2000, help="training steps per prefetch run")
+    parser.add_argument("--skip-prefetch", action="store_true",
+                        help="only the loading table (parser throughput)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     start = time.perf_counter()
@@ -214,7 +216,8 @@ def main():
     print("file %s: %.1f MB (generated/checked in %.0f s)"
           % (args.path, os.path.getsize(args.path) / 1e6, time.perf_counter() - start))
     bench_loading(args.path, args.skip_sklearn, args.repeat)
-    bench_prefetch(args.path, steps=args.steps)
+    if not args.skip_prefetch:
+        bench_prefetch(args.path, steps=args.steps)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file, load_svmlight_files
 
 import sklearn
-from gluon_sparse.data import load_libsvm
+from gluon_sparse.data import LibSVMDataset, LibSVMStream, load_libsvm, locate_row
+from gluon_sparse.data._libsvm_parser import parse_libsvm_bytes, team_size
 
 SKLEARN_DATA = os.path.join(os.path.dirname(sklearn.__file__), "datasets", "tests", "data")
 HEART_SCALE = "/work/shared/data/heart_scale"
@@ -280,13 +281,20 @@ def test_large_random_bytes_on_several_threads_never_crash(tmp_path):
     for text in [noise.tobytes(), bytes(spliced), valid[:-7]]:
         path = write(tmp_path, text, "noise")
         try:
-            X, y = load_libsvm(path, num_threads=4)
+            ours = load_libsvm(path, num_threads=4, dtype="float64")
         except ValueError as err:
             assert "noise, line " in str(err)
-        else:
-            assert X.shape[0] == len(y) and X.has_sorted_indices
-    X, y = load_libsvm(write(tmp_path, valid[:-7], "cut"), num_threads=4)
-    assert X.shape[0] == 120000
+            continue
+        try:
+            reference = load_svmlight_file(path)
+        except ValueError:
+            continue  # one of the deliberate differences (unsorted rows, qid)
+        assert_same(ours, reference)
+    # The valid text cut mid-line: every row, values and labels, as scikit-learn reads them.
+    path = write(tmp_path, valid[:-7], "cut")
+    ours = load_libsvm(path, num_threads=4, dtype="float64")
+    assert_same(ours, load_svmlight_file(path))
+    assert ours[0].shape[0] == 120000
 
 
 ZERO_BASED_TEXT = "1 0:1.5 3:2\n0 2:5\n"    # index 0 present: 'auto' keeps the indices
@@ -314,3 +322,143 @@ def test_return_zero_based_over_several_files_and_empty_ones(tmp_path):
     assert load_libsvm([one_based, zero_based], return_zero_based=True)[2] is True
     assert load_libsvm([one_based, empty], return_zero_based=True)[2] is True
     assert load_libsvm(HEART_SCALE, return_zero_based=True)[2] is False
+
+
+# --------------------------------------------------------------- error messages
+
+
+def gzip_cut(tmp_path, text, keep, name="data.libsvm.gz"):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text)[:keep])
+    return str(path)
+
+
+ROWS = b"".join(b"%d 1:%d 3:0.5\n" % (i % 2, i) for i in range(30000))
+
+
+@pytest.mark.parametrize("keep", [-8, -2000, 30])
+def test_a_truncated_gz_names_the_file_and_position_in_load_libsvm(tmp_path, keep):
+    compressed = gzip.compress(ROWS)
+    path = gzip_cut(tmp_path, ROWS, len(compressed) + keep if keep < 0 else keep)
+    with pytest.raises(ValueError, match=r"data\.libsvm\.gz, line \d+: compressed data ends early "
+                                         r"\(truncated\?\) after \d+ bytes of text") as info:
+        load_libsvm(path)
+    assert isinstance(info.value.__cause__, EOFError)
+
+
+def test_a_truncated_gz_names_the_file_and_line_in_the_stream(tmp_path):
+    compressed = gzip.compress(ROWS)
+    path = gzip_cut(tmp_path, ROWS, len(compressed) * 2 // 3)
+    stream = LibSVMStream(path, batch_size=100, num_features=4, chunk_bytes=4096, prefetch=0)
+    batches = 0
+    with pytest.raises(ValueError, match=r"data\.libsvm\.gz, line (\d+): compressed data ends "
+                                         r"early") as info:
+        for _ in stream:
+            batches += 1
+    # The line named is past the rows already yielded, and within the file.
+    line = int(info.value.args[0].split("line ")[1].split(":")[0])
+    assert batches * 100 < line <= 30000
+    assert isinstance(info.value.__cause__, EOFError)
+
+
+def test_a_corrupt_bz2_names_the_file(tmp_path):
+    raw = bytearray(bz2.compress(ROWS))
+    raw[len(raw) // 2] ^= 0xFF
+    path = write(tmp_path, bytes(raw), "data.libsvm.bz2")
+    with pytest.raises(ValueError, match=r"data\.libsvm\.bz2, line \d+: compressed data"):
+        load_libsvm(path)
+
+
+def test_index_2_63_minus_1_zero_based_is_a_value_error_naming_the_line(tmp_path):
+    path = write(tmp_path, "1 1:1\n# note\n0 9223372036854775807:2\n")
+    with pytest.raises(OverflowError):  # scikit-learn's behaviour, for the record
+        load_svmlight_file(path, zero_based=True)
+    for zero_based in (True, "auto"):
+        if zero_based == "auto":
+            path = write(tmp_path, "1 0:1\n# note\n0 9223372036854775807:2\n", "auto")
+        with pytest.raises(ValueError, match=r"line 3: feature index 9223372036854775807 is too "
+                                             r"large.*2\^63 columns"):
+            load_libsvm(path, zero_based=zero_based)
+    # One-based, the same index fits: 2^63 - 1 columns.
+    X, _ = load_libsvm(write(tmp_path, "0 9223372036854775807:2\n", "one"), zero_based=False)
+    assert X.shape == (1, 2 ** 63 - 1) and X.indices.tolist() == [2 ** 63 - 2]
+
+
+def test_nan_and_inf_are_read_as_scikit_learn_reads_them(tmp_path):
+    path = write(tmp_path, "1 1:nan 2:1\n# c\n\ninf 2:-inf\n0 3:NaN\n")
+    X_ref, y_ref = load_svmlight_file(path)  # the reference accepts them
+    X, y = load_libsvm(path, dtype="float64")
+    assert X.shape == X_ref.shape
+    np.testing.assert_array_equal(X.indptr, X_ref.indptr)
+    np.testing.assert_array_equal(X.indices, X_ref.indices)
+    np.testing.assert_array_equal(X.data, X_ref.data)  # nan == nan for assert_array_equal
+    np.testing.assert_array_equal(y, y_ref)
+    with pytest.raises(ValueError, match=r"data\.libsvm, line 1: non-finite value nan of feature 1"):
+        load_libsvm(path, allow_nonfinite=False)
+    finite_rows = write(tmp_path, "1 1:1\n# c\n\ninf 2:1\n", "label")
+    with pytest.raises(ValueError, match=r"label, line 4: non-finite label inf"):
+        load_libsvm(finite_rows, allow_nonfinite=False)
+    X, _ = load_libsvm(write(tmp_path, "1 1:1\n", "ok"), allow_nonfinite=False)
+    assert X.toarray().tolist() == [[1.0]]
+
+
+def test_locate_row_names_the_file_and_line_of_every_row(tmp_path):
+    texts = ["# header\n1 1:1\n\n0 2:1\n", "", "   \n1 3:nan # odd\n1 1:2"]
+    paths = [write(tmp_path, text, "f%d" % i) for i, text in enumerate(texts)]
+    X, y = load_libsvm(paths)
+    expected = [(paths[0], 2), (paths[0], 4), (paths[2], 2), (paths[2], 3)]
+    assert [locate_row(paths, row) for row in range(X.shape[0])] == expected
+    assert locate_row(paths, -1) == expected[-1]
+    # What a caller does with an estimator's "Input X contains NaN":
+    row = int(np.flatnonzero(np.isnan(X.sum(axis=1).A1))[0])
+    assert LibSVMDataset(paths).locate(row) == (paths[2], 2)
+    with pytest.raises(IndexError, match="row 4 is out of range"):
+        locate_row(paths, 4)
+
+
+def test_invalid_bytes_are_escaped_once_in_messages(tmp_path):
+    path = write(tmp_path, b"1 1:1\n0 2:\xfc\x01\n")
+    with pytest.raises(ValueError) as info:
+        load_libsvm(path)
+    message = str(info.value)
+    assert message.endswith("line 2: invalid feature value in '2:\\xfc\\x01' (expected a number)")
+    assert "\\\\" not in message  # no doubled backslash
+
+
+# --------------------------------------------------------------- threads by work
+
+
+def test_small_buffers_are_parsed_serially_and_large_ones_by_a_team_bounded_by_work():
+    assert team_size(0, 8) == 1
+    assert team_size(10_000, 8) == 1            # a test file, a stream's small chunk
+    grain = next(n for n in (2 ** k for k in range(10, 30)) if team_size(n, 64) == 1
+                 and team_size(2 * n, 64) == 2)
+    assert team_size(grain - 1, 64) == 1
+    assert team_size(5 * grain, 64) == 5        # no more threads than bytes / grain
+    assert team_size(5 * grain, 3) == 3         # nor than allowed
+    assert team_size(10 ** 12, 1000) == 256
+
+
+def test_serial_and_parallel_paths_give_identical_results():
+    rng = np.random.default_rng(5)
+    lines = []
+    for i in range(60000):
+        idx = rng.choice(5000, size=int(rng.integers(0, 12)), replace=False)  # unsorted rows too
+        lines.append("%s %s # r%d\n" % (rng.standard_normal(), " ".join(
+            "%d:%r" % (j, float(v)) for j, v in zip(idx, rng.standard_normal(idx.size))), i))
+    text = "".join(lines).encode()
+    assert team_size(len(text), 4) >= 2
+    serial = parse_libsvm_bytes(text, dtype="float64", num_threads=1)
+    parallel = parse_libsvm_bytes(text, dtype="float64", num_threads=4)
+    for name in ("values", "indices", "indptr", "labels"):
+        np.testing.assert_array_equal(getattr(serial, name), getattr(parallel, name))
+    assert (serial.min_index, serial.max_index) == (parallel.min_index, parallel.max_index)
+    # An error in the last thread's range is reported the same way on both paths.
+    broken = text + b"1 7:x\n"
+    messages = []
+    for threads in (1, 4):
+        with pytest.raises(ValueError) as info:
+            parse_libsvm_bytes(broken, num_threads=threads, source="t")
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] == "t, line 60001: invalid feature value in '7:x' " \
+        "(expected a number)"

@@ -252,3 +252,73 @@ def test_sigterm_to_the_launcher_stops_every_process():
         if launch.poll() is None:
             os.killpg(launch.pid, signal.SIGKILL)
             launch.wait()
+
+
+def wait_until_gone(pids, timeout):
+    """Poll /proc until none of ``pids`` is alive (or ``timeout``); return the survivors."""
+    deadline = time.monotonic() + timeout
+    left = [pid for pid in pids if alive(pid)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [pid for pid in left if alive(pid)]
+    return left
+
+
+# A worker with a child of its own (not covered by PR_SET_PDEATHSIG, which fork clears).
+WORKER_WITH_GRANDCHILD = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+    "print('ready', child.pid, flush=True)\n"
+    "time.sleep(300)\n")
+
+
+@pytest.mark.slow
+def test_sigkill_to_the_launcher_leaves_no_process_running():
+    # Scheduler and server are the real ones (server.py, importing MXNet); each
+    # worker also has a grandchild. None of them may outlive a SIGKILLed launcher.
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "-s", "1",
+         "--grace-period", "2", "--", PYTHON, "-c", WORKER_WITH_GRANDCHILD],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    job = []
+    try:
+        ready = wait_for_lines(launch.stdout, "] ready", 2, timeout=120)
+        assert len(ready) == 2, launch.stderr.read() if launch.poll() is not None else ready
+        job = descendants(launch.pid)
+        grandchildren = [int(line.split()[-1]) for line in ready]
+        assert set(grandchildren) <= set(job)
+        assert len(job) >= 6  # scheduler, server, 2 workers, 2 grandchildren (+ watchdog)
+        launch.kill()
+        launch.wait()
+        assert wait_until_gone(job, timeout=60) == []
+    finally:
+        for pid in job:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if launch.poll() is None:
+            launch.kill()
+            launch.wait()
+
+
+def test_watchdog_kills_the_groups_it_watches_only_when_the_pipe_ends_without_done():
+    from gluon_sparse.distributed._lifeline import Watchdog
+    sleepers = [subprocess.Popen([PYTHON, "-c", "import time; time.sleep(300)"],
+                                 start_new_session=True) for _ in range(3)]
+    try:
+        # A normal end ('done'): the watched group is left alone.
+        calm = Watchdog()
+        calm.watch(sleepers[0].pid)
+        calm.close()
+        # A launcher that dies: the pipe ends without 'done'; a forgotten group is spared.
+        orphaned = Watchdog()
+        orphaned.watch(sleepers[1].pid)
+        orphaned.watch(sleepers[2].pid)
+        orphaned.forget(sleepers[2].pid)
+        orphaned._pipe.close()
+        orphaned._process.wait(timeout=30)
+        assert sleepers[1].wait(timeout=30) == -signal.SIGKILL
+        assert sleepers[0].poll() is None and sleepers[2].poll() is None
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()

@@ -10,7 +10,7 @@ files larger than memory, and :class:`SparseNDArrayIter` serves the Module API.
 from .batchify import CSRBatchify, csr_to_ndarray
 from .dataiter import SparseNDArrayIter
 from .dataset import CSRDataset, LibSVMDataset
-from .libsvm import load_libsvm
+from .libsvm import load_libsvm, locate_row
 from .loader import SparseDataLoader
 from .multilabel import MultiLabelDataset, MultiLabelLoader, load_multilabel
 from .prefetch import Prefetcher
@@ -18,7 +18,7 @@ from .sampler import BatchSampler, PartitionSampler
 from .stream import LibSVMStream
 from .synthetic import make_reference_dataset
 
-__all__ = ["load_libsvm", "LibSVMDataset", "CSRDataset", "SparseDataLoader", "SparseNDArrayIter",
+__all__ = ["load_libsvm", "locate_row", "LibSVMDataset", "CSRDataset", "SparseDataLoader", "SparseNDArrayIter",
            "LibSVMStream", "Prefetcher", "PartitionSampler", "BatchSampler", "CSRBatchify",
            "csr_to_ndarray", "make_reference_dataset", "load_multilabel", "MultiLabelDataset",
            "MultiLabelLoader"]

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from mxnet.gluon.data import Dataset
 
 from . import cache as _cache
-from .libsvm import _as_path_list, _check_zero_based, load_libsvm
+from .libsvm import _as_path_list, _check_zero_based, load_libsvm, locate_row
 
 __all__ = ["CSRDataset", "LibSVMDataset"]
 
@@ -166,3 +166,10 @@ class LibSVMDataset(CSRDataset):
             labels[:] = y
             y = labels
         super().__init__(X, y)
+
+    def locate(self, row):
+        """``(path, line)`` of sample ``row``: where to fix a row found wrong later.
+
+        See :func:`~gluon_sparse.data.libsvm.locate_row`.
+        """
+        return locate_row(self.paths, row)

@@ -1,243 +1,53 @@
-"""LibSVM / svmlight parsing: the Python front end of the native parser.
+"""LibSVM / svmlight files: :func:`load_libsvm` and the file-level helpers.
 
-:func:`load_libsvm` reads whole files into a ``scipy.sparse.csr_matrix``;
-:func:`parse_libsvm_bytes` parses one in-memory buffer and is what the
-streaming reader uses on each chunk. Both call the multi-threaded C++ parser
-of ``libgluon_sparse_io.so`` (``csrc/io/libsvm_parser.cc``) through ctypes:
-Python allocates every output array and the parser fills it, so the C side
-never owns Python memory. ctypes releases the GIL during the calls, so
-parsing in a background thread does not stall the training loop.
+:func:`load_libsvm` reads whole files into a ``scipy.sparse.csr_matrix`` with
+the native parser (``_libsvm_parser.py``, which also serves the streaming
+reader chunk by chunk); :func:`locate_row` names the file and line of a row of
+its result, for errors found later (non-finite values rejected by an
+estimator, say).
 """
 import bz2
 import contextlib
-import ctypes
 import gzip
 import logging
 import mmap
 import os
 import time
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _native
+from ._libsvm_parser import ParsedChunk, count_rows, parse_libsvm_bytes, row_line_number
 
-__all__ = ["load_libsvm", "parse_libsvm_bytes", "ParsedChunk"]
+__all__ = ["load_libsvm", "locate_row", "parse_libsvm_bytes", "ParsedChunk"]
 
 logger = logging.getLogger(__name__)
 
-# Flags and error codes of csrc/io/libsvm_parser.h.
-_MULTILABEL, _REJECT_ZERO, _REQUIRE_SORTED, _FLOAT32 = 1, 2, 4, 8
-_OUT_OF_MEMORY = 1
-_ERROR_MESSAGES = {
-    1: "out of memory while parsing",
-    2: "invalid label {token} (expected a number{labels})",
-    3: "invalid feature {token} (expected index:value)",
-    4: "invalid feature index in {token} (expected an integer)",
-    5: "invalid feature index in {token}: indices must not be negative",
-    6: "invalid feature index in {token}: index 0 with zero_based=False (indices are one-based)",
-    7: "invalid feature value in {token} (expected a number)",
-    8: "feature index {detail} in {token} is smaller than the previous one "
-       "(allow_unsorted=False requires increasing indices)",
-    9: "duplicate feature index {detail} in {token} (indices in a row must be unique)",
-    10: "invalid query id {token} (expected qid:<integer>)",
-    11: "feature index in {token} is too large",
-}
-_MAX_TOKEN_CHARS = 60
 _INT32_MAX = np.iinfo(np.int32).max
+_INT64_MAX = np.iinfo(np.int64).max
+# Errors of gzip / bz2 on a truncated or damaged file (EOFError: it ends early).
+DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error)
+_READ_BYTES = 1 << 20  # also the precision of the position in a decompression error
 
 
-class _ErrorInfo(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_int32), ("token_offset", ctypes.c_int64),
-                ("token_length", ctypes.c_int64), ("detail", ctypes.c_int64)]
-
-
-_i64 = ctypes.c_int64
-_i64p = ctypes.POINTER(ctypes.c_int64)
-_lib = None
-
-
-def _parser_library():
-    """The native library with argument types declared (once)."""
-    global _lib
-    if _lib is None:
-        lib = _native.io_library()
-        lib.gs_libsvm_parse.restype = ctypes.c_void_p
-        lib.gs_libsvm_parse.argtypes = [ctypes.c_void_p, _i64, ctypes.c_int32, ctypes.c_int32]
-        lib.gs_libsvm_error.restype = ctypes.c_int32
-        lib.gs_libsvm_error.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ErrorInfo)]
-        lib.gs_libsvm_counts.restype = None
-        lib.gs_libsvm_counts.argtypes = [ctypes.c_void_p] + [_i64p] * 5
-        lib.gs_libsvm_copy.restype = ctypes.c_int32
-        lib.gs_libsvm_copy.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int32, _i64, _i64]
-                                       + [ctypes.c_void_p, ctypes.c_void_p, _i64, _i64, _i64])
-        lib.gs_libsvm_free.restype = None
-        lib.gs_libsvm_free.argtypes = [ctypes.c_void_p]
-        lib.gs_libsvm_line_of_offset.restype = _i64
-        lib.gs_libsvm_line_of_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
-        lib.gs_libsvm_row_offset.restype = _i64
-        lib.gs_libsvm_row_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
-        _lib = lib
-    return _lib
-
-
-def _default_threads():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-class ParsedChunk:
-    """Raw result of parsing one buffer, before index shifting and shape checks.
-
-    Attributes
-    ----------
-    values : numpy.ndarray
-        Non-zero values (float32 or float64), rows' indices sorted.
-    indices : numpy.ndarray
-        Feature indices exactly as written in the text (int64, or int32 when
-        every index fits), not yet shifted for one-based files.
-    indptr : numpy.ndarray
-        Row pointers, ``len(indptr) == num_rows + 1``.
-    labels : numpy.ndarray
-        float64 labels; for multilabel data all rows' labels concatenated.
-    label_ptr : numpy.ndarray or None
-        Row pointers into ``labels`` (multilabel only).
-    min_index, max_index : int
-        Smallest and largest raw index (``-1``/``-1`` when there is none).
-    """
-
-    def __init__(self, values, indices, indptr, labels, label_ptr, min_index, max_index):
-        self.values = values
-        self.indices = indices
-        self.indptr = indptr
-        self.labels = labels
-        self.label_ptr = label_ptr
-        self.min_index = min_index
-        self.max_index = max_index
-
-    @property
-    def num_rows(self):
-        """Number of data rows."""
-        return len(self.indptr) - 1
-
-    def multilabel_tuples(self):
-        """Labels as load_svmlight_file's list of sorted tuples (multilabel only)."""
-        ptr = self.label_ptr.tolist()
-        labels = self.labels.tolist()
-        return [tuple(labels[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1)]
-
-
-def _buffer_address(buf):
-    """(address, length) of a bytes-like object, without copying it."""
-    array = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
-    return array, array.ctypes.data, array.size
-
-
-def _describe_error(buf, info, source, line_base, multilabel):
-    lib = _parser_library()
-    array, address, length = _buffer_address(buf)
-    line = line_base + lib.gs_libsvm_line_of_offset(address, length, info.token_offset)
-    start = info.token_offset
-    token = bytes(array[start:start + min(info.token_length, _MAX_TOKEN_CHARS)])
-    # Quoted by hand, not with repr(): repr would escape the backslash of an
-    # invalid byte's \xNN a second time ('\\xfc').
-    token = token.decode("utf-8", errors="backslashreplace")
-    if info.token_length > _MAX_TOKEN_CHARS:
-        token += "..."
-    token = "'%s'" % token
-    message = _ERROR_MESSAGES.get(info.code, "parser error %d" % info.code).format(
-        token=token, detail=info.detail,
-        labels=" or comma separated numbers" if multilabel else "")
-    return ValueError("%s, line %d: %s" % (source, line, message))
-
-
-def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=False,
-                       allow_unsorted=True, num_threads=None, source="<bytes>", line_base=0):
-    """Parse a LibSVM buffer with the native parser.
+def decompression_error(path, err, offset, line):
+    """The ValueError for a compressed file that cannot be read to its end.
 
     Parameters
     ----------
-    buf : bytes-like
-        Whole lines of LibSVM text (a missing final newline is fine).
-    dtype : {'float32', 'float64'}
-        Type of the stored values.
-    multilabel : bool
-        Labels are comma separated lists.
-    reject_zero : bool
-        Index 0 is an error (one-based files, ``zero_based=False``).
-    allow_unsorted : bool
-        Sort rows whose indices are out of order; if False they are an error.
-    num_threads : int, optional
-        Parser threads (default: the CPUs this process may use).
-    source : str
-        File name used in error messages.
-    line_base : int
-        Lines before ``buf`` in ``source``, added to line numbers in errors.
-
-    Returns
-    -------
-    ParsedChunk
-
-    Raises
-    ------
-    ValueError
-        On malformed text, naming ``source``, the line and the token.
+    path : str
+        The file.
+    err : Exception
+        What gzip / bz2 raised (chained as the cause).
+    offset : int
+        Bytes of text decompressed before the failure.
+    line : int
+        The line being read at the failure (1-based).
     """
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError("dtype must be float32 or float64, got %s" % dtype)
-    lib = _parser_library()
-    flags = ((_MULTILABEL if multilabel else 0) | (_REJECT_ZERO if reject_zero else 0)
-             | (0 if allow_unsorted else _REQUIRE_SORTED) | (_FLOAT32 if dtype == np.float32 else 0))
-    array, address, length = _buffer_address(buf)
-    handle = lib.gs_libsvm_parse(address, length, flags, num_threads or _default_threads())
-    if not handle:
-        raise MemoryError("out of memory while parsing %s" % source)
-    try:
-        info = _ErrorInfo()
-        if lib.gs_libsvm_error(handle, ctypes.byref(info)):
-            if info.code == _OUT_OF_MEMORY:
-                raise MemoryError("out of memory while parsing %s" % source)
-            raise _describe_error(array, info, source, line_base, multilabel)
-        counts = [ctypes.c_int64() for _ in range(5)]
-        lib.gs_libsvm_counts(handle, *[ctypes.byref(c) for c in counts])
-        num_rows, nnz, num_labels, min_index, max_index = (c.value for c in counts)
-        if nnz == 0:
-            min_index = max_index = -1
-        # scipy keeps int32 indices whenever they fit; so does the parser.
-        index_dtype = np.int32 if max(nnz, max_index) <= _INT32_MAX else np.int64
-        values = np.empty(nnz, dtype=dtype)
-        indices = np.empty(nnz, dtype=index_dtype)
-        indptr = np.empty(num_rows + 1, dtype=index_dtype)
-        labels = np.empty(num_labels, dtype=np.float64)
-        label_ptr = np.empty(num_rows + 1, dtype=np.int64) if multilabel else None
-        status = lib.gs_libsvm_copy(
-            handle, values.ctypes.data, indices.ctypes.data, indptr.ctypes.data,
-            indices.itemsize, 0, 0, labels.ctypes.data,
-            label_ptr.ctypes.data if multilabel else None, num_rows, nnz, num_labels)
-        if status == _OUT_OF_MEMORY:
-            raise MemoryError("out of memory while parsing %s" % source)
-        if status:
-            raise RuntimeError("internal error: gs_libsvm_copy returned %d for %s" % (status, source))
-    finally:
-        lib.gs_libsvm_free(handle)
-    return ParsedChunk(values, indices, indptr, labels, label_ptr, min_index, max_index)
-
-
-def newlines_before(buf, offset):
-    """Number of line breaks in ``buf[:offset]`` (memchr in C, without the GIL)."""
-    array, address, length = _buffer_address(buf)
-    return _parser_library().gs_libsvm_line_of_offset(address, length, offset) - 1
-
-
-def row_line_number(buf, row, line_base=0):
-    """1-based line number of data row ``row`` of ``buf`` (comment/blank lines skipped)."""
-    lib = _parser_library()
-    array, address, length = _buffer_address(buf)
-    offset = lib.gs_libsvm_row_offset(address, length, row)
-    return line_base + lib.gs_libsvm_line_of_offset(address, length, max(offset, 0))
+    what = "ends early (truncated?)" if isinstance(err, EOFError) else "is corrupt"
+    return ValueError("%s, line %d: compressed data %s after %d bytes of text: %s"
+                      % (path, line, what, offset, err))
 
 
 def _fspath(path):
@@ -261,13 +71,20 @@ def open_libsvm_buffer(path):
     lower = path.lower()
     if lower.endswith(".gz") or lower.endswith(".bz2"):
         opener = gzip.open if lower.endswith(".gz") else bz2.open
-        try:
-            with opener(path, "rb") as f:
-                data = f.read()
-        except (OSError, EOFError) as err:
-            if isinstance(err, FileNotFoundError):
-                raise
-            raise ValueError("%s: cannot decompress: %s" % (path, err)) from err
+        pieces, offset = [], 0
+        with opener(path, "rb") as f:
+            while True:
+                try:
+                    piece = f.read(_READ_BYTES)
+                except DECOMPRESSION_ERRORS as err:
+                    line = 1 + sum(p.count(b"\n") for p in pieces)
+                    raise decompression_error(path, err, offset, line) from err
+                if not piece:
+                    break
+                pieces.append(piece)
+                offset += len(piece)
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        del pieces
         yield data
         return
     with open(path, "rb") as f:
@@ -304,7 +121,8 @@ def _check_zero_based(zero_based):
 
 
 def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", multilabel=False,
-                *, allow_unsorted=True, num_threads=None, return_zero_based=False):
+                *, allow_unsorted=True, allow_nonfinite=True, num_threads=None,
+                return_zero_based=False):
     """Load LibSVM / svmlight files into a CSR matrix and labels.
 
     The result equals ``sklearn.datasets.load_svmlight_file`` (or
@@ -332,6 +150,11 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
         sorted tuples.
     allow_unsorted : bool
         Sort rows whose indices are not increasing (default) or raise.
+    allow_nonfinite : bool
+        Accept ``nan`` / ``inf`` values and labels, as scikit-learn does
+        (default); if False, the first one is a ValueError naming its file
+        and line. Estimators reject such input later, without a line: pass
+        False, or use :func:`locate_row`, to tell the user where it is.
     num_threads : int, optional
         Parser threads; default: the CPUs available to this process.
     return_zero_based : bool
@@ -355,8 +178,11 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
         If a file does not exist.
     ValueError
         On malformed text (file, line and token named), an index
-        ``>= num_features``, a negative index, or index 0 with
-        ``zero_based=False``.
+        ``>= num_features``, a negative index, index 0 with
+        ``zero_based=False``, an index that leaves no room for the number of
+        columns in int64 (2^63 - 1 with zero-based indices), a non-finite
+        value with ``allow_nonfinite=False``, or a compressed file that is
+        truncated or corrupt (its position named).
 
     Examples
     --------
@@ -388,9 +214,20 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     shift = 1 if one_based else 0
     largest = max(c.max_index for c in chunks) - shift
     if num_features is None:
+        if largest >= _INT64_MAX:
+            path, line, index = _first_index_at_least(paths, chunks, _INT64_MAX + shift)
+            raise ValueError("%s, line %d: feature index %d is too large: with zero-based "
+                             "indices the matrix would need 2^63 columns, more than int64 can "
+                             "count" % (path, line, index))
         num_features = max(largest + 1, 1) if any(c.indices.size for c in chunks) else 1
     elif largest >= num_features:
-        _raise_index_too_large(paths, chunks, shift, num_features)
+        path, line, index = _first_index_at_least(paths, chunks, num_features + shift)
+        raise ValueError("%s, line %d: feature index %d is out of range for num_features=%d%s"
+                         % (path, line, index, num_features,
+                            " (indices are one-based, so the largest allowed is %d)" % num_features
+                            if shift else ""))
+    if not allow_nonfinite:
+        _check_finite(paths, chunks)
     X = _concatenate(chunks, shift, num_features)
     if multilabel:
         y = [t for c in chunks for t in c.multilabel_tuples()]
@@ -427,15 +264,85 @@ def _concatenate(chunks, shift, num_features):
     return X
 
 
-def _raise_index_too_large(paths, chunks, shift, num_features):
+def _line_of_row(path, row):
+    with open_libsvm_buffer(path) as buf:
+        return row_line_number(buf, row)
+
+
+def _first_index_at_least(paths, chunks, raw_limit):
+    """``(path, line, index)`` of the first index (as written) ``>= raw_limit``."""
     for path, chunk in zip(paths, chunks):
-        if chunk.max_index - shift < num_features:
+        if chunk.max_index < raw_limit:
             continue
-        position = int(np.argmax(chunk.indices >= num_features + shift))
+        position = int(np.argmax(chunk.indices >= raw_limit))
         row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+        return path, _line_of_row(path, row), int(chunk.indices[position])
+    raise AssertionError("no index >= %d" % raw_limit)
+
+
+def _check_finite(paths, chunks):
+    """Raise a ValueError naming the file and line of the first nan / inf (raw chunks)."""
+    for path, chunk in zip(paths, chunks):
+        found = []
+        bad = np.flatnonzero(~np.isfinite(chunk.values))
+        if bad.size:
+            position = int(bad[0])
+            row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+            found.append((row, "value %r of feature %d" % (float(chunk.values[position]),
+                                                           int(chunk.indices[position]))))
+        bad = np.flatnonzero(~np.isfinite(chunk.labels))
+        if bad.size:
+            position = int(bad[0])
+            row = (position if chunk.label_ptr is None
+                   else int(np.searchsorted(chunk.label_ptr, position, side="right")) - 1)
+            found.append((row, "label %r" % float(chunk.labels[position])))
+        if found:
+            row, what = min(found)
+            raise ValueError("%s, line %d: non-finite %s (allow_nonfinite=False)"
+                             % (path, _line_of_row(path, row), what))
+
+
+def locate_row(paths, row):
+    """The file and line of row ``row`` of what :func:`load_libsvm` read from ``paths``.
+
+    For messages about a row found wrong after loading (an estimator's
+    "Input X contains NaN", a label it cannot use): name the line to fix.
+
+    Parameters
+    ----------
+    paths : str, os.PathLike or list of them
+        The files, as given to :func:`load_libsvm`.
+    row : int
+        Row of the loaded matrix (0-based; negative counts from the end).
+
+    Returns
+    -------
+    (str, int)
+        The file and its 1-based line number.
+
+    Raises
+    ------
+    IndexError
+        If the files hold fewer rows.
+
+    Examples
+    --------
+    >>> X, y = load_libsvm(["a.libsvm", "b.libsvm"])  # doctest: +SKIP
+    >>> locate_row(["a.libsvm", "b.libsvm"], 120)  # doctest: +SKIP
+    ('b.libsvm', 23)
+    """
+    paths = _as_path_list(paths)
+    counts = []
+    for path in paths:
         with open_libsvm_buffer(path) as buf:
-            line = row_line_number(buf, row)
-        raise ValueError("%s, line %d: feature index %d is out of range for num_features=%d%s"
-                         % (path, line, int(chunk.indices[position]), num_features,
-                            " (indices are one-based, so the largest allowed is %d)" % num_features
-                            if shift else ""))
+            counts.append(count_rows(buf))
+    total = sum(counts)
+    if not -total <= row < total:
+        raise IndexError("row %d is out of range: %s hold %d rows"
+                         % (row, ", ".join(paths), total))
+    row %= total
+    for path, count in zip(paths, counts):
+        if row < count:
+            return path, _line_of_row(path, row)
+        row -= count
+    raise AssertionError("unreachable")

@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
-from .libsvm import _as_path_list, newlines_before, parse_libsvm_bytes
+from .libsvm import DECOMPRESSION_ERRORS, _as_path_list, decompression_error
+from ._libsvm_parser import newlines_before, parse_libsvm_bytes, row_line_number
 from .prefetch import Prefetcher
 
 __all__ = ["LibSVMStream"]
@@ -47,6 +48,10 @@ class LibSVMStream:
     read ``1/P`` each but give workers different row counts, and cannot split
     compressed files). To read less per worker, give each worker its own
     files instead.
+
+    A compressed file that ends early or is damaged raises a ValueError
+    naming the file, the line and the bytes of text read before the failure
+    (the batches before it have been yielded).
 
     Memory is bounded independently of the file size: two text buffers of
     ``chunk_bytes`` (each grown to the longest line if one is longer), the
@@ -156,6 +161,7 @@ class LibSVMStream:
         buffers = [bytearray(self.chunk_bytes), bytearray(self.chunk_bytes)]
         previous, previous_cut, previous_end = None, 0, 0
         lines_before = 0
+        offset = 0  # bytes of text before the current buffer
         with _open(path) as f:
             for turn in itertools.count():
                 buffer = buffers[turn % 2]
@@ -167,8 +173,12 @@ class LibSVMStream:
                 while True:
                     if filled == len(buffer):
                         buffer.extend(bytes(len(buffer)))
-                    with memoryview(buffer) as view:
-                        read = f.readinto(view[filled:])
+                    try:
+                        with memoryview(buffer) as view:
+                            read = f.readinto(view[filled:])
+                    except DECOMPRESSION_ERRORS as err:
+                        line = lines_before + buffer.count(b"\n", 0, filled) + 1
+                        raise decompression_error(path, err, offset + filled, line) from err
                     end = filled + read
                     if not read:
                         if filled:
@@ -181,6 +191,7 @@ class LibSVMStream:
                 text = memoryview(buffer)[:cut]
                 yield text, lines_before
                 lines_before += newlines_before(text, cut)
+                offset += cut
                 previous, previous_cut, previous_end = buffer, cut, end
 
     def _parse(self, text, path, lines_before):
@@ -202,7 +213,6 @@ class LibSVMStream:
         return matrix, chunk.labels
 
     def _raise_out_of_range(self, text, chunk, path, lines_before, shift):
-        from .libsvm import row_line_number
         position = int(np.argmax(chunk.indices >= self.num_features))
         row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
         raise ValueError("%s, line %d: feature index %d is out of range for num_features=%d"

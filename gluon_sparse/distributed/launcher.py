@@ -21,7 +21,8 @@ Output of each process is forwarded line by line with a prefix
 stops all the others (``SIGTERM`` to each process group, ``SIGKILL`` after a
 grace period) and exits with the failed process's code (``128 + signal`` for a
 signal). It exits 0 once every worker has exited 0, and ``124`` when
-``--timeout`` expires.
+``--timeout`` expires. If the launcher itself is killed, even with SIGKILL,
+its processes die with it (see ``gluon_sparse/distributed/_lifeline.py``).
 
 With ``--hosts FILE`` the processes are started with ``ssh`` instead: the
 scheduler on the first host, servers and workers round robin over all hosts,
@@ -33,16 +34,18 @@ connection; a remote command that ignores the hang-up may outlive it.
 import argparse
 import logging
 import os
-import shlex
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
+from ._hosts import host_address, read_hosts, ssh_command
+from ._job import POLL_INTERVAL, Job, StartFailed, describe_exit
+
 logger = logging.getLogger(__name__)
 
+# read_hosts and ssh_command live in ._hosts; they stay importable from here.
 __all__ = ["Process", "add_arguments", "build_processes", "main", "read_hosts", "run",
            "ssh_command"]
 
@@ -50,7 +53,6 @@ LOOPBACK = "127.0.0.1"
 SERVER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
 TIMEOUT_EXIT_CODE = 124
 DEFAULT_GRACE_PERIOD = 5.0
-_POLL_INTERVAL = 0.05
 
 
 class Process:
@@ -133,79 +135,6 @@ def free_port(host=LOOPBACK):
         return sock.getsockname()[1]
 
 
-def read_hosts(path):
-    """Read a hosts file: one ``[user@]host[:port]`` per line, ``#`` starts a comment.
-
-    Parameters
-    ----------
-    path : str
-        The file.
-
-    Returns
-    -------
-    list of str
-        Hosts, in file order.
-
-    Raises
-    ------
-    ValueError
-        For a malformed line (naming the file and line) or a file without hosts.
-    """
-    hosts = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            entry = line.split("#", 1)[0].strip()
-            if not entry:
-                continue
-            host, _, port = entry.partition(":")
-            if len(entry.split()) != 1 or not host.strip("@") or (port and not port.isdigit()):
-                raise ValueError("%s:%d: expected one [user@]host[:port] per line, got %r"
-                                 % (path, lineno, line.rstrip("\n")))
-            hosts.append(entry)
-    if not hosts:
-        raise ValueError("%s lists no hosts" % path)
-    return hosts
-
-
-def _host_address(host):
-    """The address part of ``[user@]host[:port]``."""
-    return host.rsplit("@", 1)[-1].split(":", 1)[0]
-
-
-def ssh_command(host, env, command, cwd):
-    """The ssh command line running ``command`` with ``env`` in ``cwd`` on ``host``.
-
-    Parameters
-    ----------
-    host : str
-        ``[user@]host[:port]``.
-    env : dict of str to str
-        Environment variables to set for the remote command.
-    command : list of str
-        The remote command.
-    cwd : str
-        Remote working directory.
-
-    Returns
-    -------
-    list of str
-        ``ssh`` argv; the remote part is one shell-quoted string.
-
-    Examples
-    --------
-    >>> ssh_command('alice@node1:2222', {'DMLC_ROLE': 'worker'}, ['python', 'a b.py'], '/job')
-    ['ssh', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-p', '2222', 'alice@node1', "cd /job && env DMLC_ROLE=worker python 'a b.py'"]
-    """
-    destination, _, port = host.partition(":")
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
-    if port:
-        argv += ["-p", port]
-    assignments = ["%s=%s" % (key, shlex.quote(str(value))) for key, value in sorted(env.items())]
-    remote = "cd %s && env %s %s" % (shlex.quote(cwd), " ".join(assignments),
-                                     " ".join(shlex.quote(part) for part in command))
-    return argv + [destination, remote]
-
-
 def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=None,
                     python=sys.executable):
     """Describe every process of a job, scheduler first, then servers, then workers.
@@ -239,7 +168,7 @@ def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=Non
                          "gluon-sparse launch -n 2 -- python train.py")
     if not 0 < port < 65536:
         raise ValueError("scheduler port must be in 1..65535, got %d" % port)
-    common = {"DMLC_PS_ROOT_URI": _host_address(hosts[0]) if hosts else LOOPBACK,
+    common = {"DMLC_PS_ROOT_URI": host_address(hosts[0]) if hosts else LOOPBACK,
               "DMLC_PS_ROOT_PORT": str(port),
               "DMLC_NUM_SERVER": str(num_servers),
               "DMLC_NUM_WORKER": str(num_workers),
@@ -272,84 +201,6 @@ def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=Non
     return processes
 
 
-def _describe_exit(returncode):
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "signal %d" % -returncode
-        return "was killed by %s" % name, 128 - returncode
-    return "exited with code %d" % returncode, returncode
-
-
-class _Job:
-    """Running processes, their output forwarders and how to stop them."""
-
-    def __init__(self, processes, output, grace_period):
-        self.processes = processes
-        self.output = output
-        self.grace_period = grace_period
-        self.popens = []
-        self.readers = []
-        self._write_lock = threading.Lock()
-
-    def start(self):
-        for proc in self.processes:
-            env = dict(os.environ, **proc.env) if proc.host is None else None
-            try:
-                popen = subprocess.Popen(proc.argv, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # own group: stop it whole
-            except OSError as err:
-                raise _StartFailed("could not start %s (%s): %s"
-                                   % (proc.name, " ".join(proc.argv), err)) from err
-            self.popens.append(popen)
-            logger.info("started %s (pid %d): %s", proc.name, popen.pid,
-                        " ".join(shlex.quote(a) for a in proc.argv))
-            reader = threading.Thread(target=self._forward, args=(proc.name, popen.stdout),
-                                      name="forward %s" % proc.name, daemon=True)
-            reader.start()
-            self.readers.append(reader)
-
-    def _forward(self, name, stream):
-        prefix = "[%s] " % name
-        writable = True
-        for raw in iter(stream.readline, b""):
-            if not writable:
-                continue  # keep draining: a full pipe would block the process
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            with self._write_lock:
-                try:
-                    self.output.write(prefix + line + "\n")
-                    self.output.flush()
-                except (OSError, ValueError):  # closed or broken output (e.g. `| head`)
-                    writable = False
-        stream.close()
-
-    def returncodes(self):
-        return [popen.poll() for popen in self.popens]
-
-    def stop(self):
-        """Stop every process group: SIGTERM, then SIGKILL after the grace period."""
-        self._signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + self.grace_period
-        while time.monotonic() < deadline and any(p.poll() is None for p in self.popens):
-            time.sleep(_POLL_INTERVAL)
-        # Also signals groups whose leader has exited, so no grandchild survives.
-        self._signal_all(signal.SIGKILL)
-        for popen in self.popens:
-            popen.wait()
-        for reader in self.readers:
-            reader.join(timeout=self.grace_period)
-
-    def _signal_all(self, signum):
-        for popen in self.popens:
-            try:
-                os.killpg(popen.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
 def _supervise(job, timeout, grace_period):
     """Wait for the job's end; return the launcher's exit code."""
     start = time.monotonic()
@@ -359,7 +210,7 @@ def _supervise(job, timeout, grace_period):
         codes = job.returncodes()
         for proc, popen, code in zip(job.processes, job.popens, codes):
             if code is not None and code != 0:
-                what, exit_code = _describe_exit(code)
+                what, exit_code = describe_exit(code)
                 others = sum(1 for c in codes if c is None)
                 logger.error("%s (pid %d) %s; stopping the other %d running process(es)",
                              proc.name, popen.pid, what, others)
@@ -381,11 +232,7 @@ def _supervise(job, timeout, grace_period):
             logger.error("timed out after %g s with %s still running; stopping the job",
                          timeout, ", ".join(left))
             return TIMEOUT_EXIT_CODE
-        time.sleep(_POLL_INTERVAL)
-
-
-class _StartFailed(Exception):
-    """A process of the job could not be started (e.g. command not found)."""
+        time.sleep(POLL_INTERVAL)
 
 
 class _Interrupted(Exception):
@@ -429,7 +276,7 @@ def run(args, output=None):
     except (OSError, ValueError) as err:
         logger.error("%s", err)
         return 2
-    job = _Job(processes, output, grace_period)
+    job = Job(processes, output, grace_period)
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -437,7 +284,7 @@ def run(args, output=None):
     try:
         job.start()
         return _supervise(job, args.timeout, grace_period)
-    except _StartFailed as err:
+    except StartFailed as err:
         logger.error("%s; stopping the job", err)
         return 127
     except _Interrupted as stop:

@@ -47,7 +47,8 @@ struct GsLibSVMErrorInfo {
   int64_t detail;  // the offending index for UNSORTED / DUPLICATE_INDEX
 };
 
-// Parses buf[0, length) with up to num_threads threads. Returns a handle
+// Parses buf[0, length) with up to num_threads threads (fewer for a small
+// buffer, see gluon_sparse_libsvm_team_size). Returns a handle
 // (free it with gs_libsvm_free) or nullptr when not even the handle could be
 // allocated. Check gs_libsvm_error() before reading counts.
 void* gs_libsvm_parse(const char* buf, int64_t length, int32_t flags, int32_t num_threads);
@@ -80,6 +81,13 @@ int64_t gs_libsvm_line_of_offset(const char* buf, int64_t length, int64_t offset
 // Byte offset of the start of the line of data row `row` (0-based; comment
 // and blank lines are not rows), or -1 if the buffer has fewer rows.
 int64_t gs_libsvm_row_offset(const char* buf, int64_t length, int64_t row);
+
+// Number of data rows in buf (lines that are neither blank nor comments).
+int64_t gluon_sparse_libsvm_count_rows(const char* buf, int64_t length);
+
+// Threads gs_libsvm_parse uses for `length` bytes with num_threads allowed:
+// 1 below the grain size (libsvm_parallel.h), at most length / grain above.
+int32_t gluon_sparse_libsvm_team_size(int64_t length, int32_t num_threads);
 
 }  // extern "C"
 
