@@ -64,9 +64,9 @@ class _Comparison:
     def __init__(self, value):
         self.value = value
         self.rows = value.shape[0]
-        row_bytes = value.nbytes // self.rows
+        row_bytes = int(np.prod(value.shape[1:], dtype=np.int64)) * np.dtype(value.dtype).itemsize
         # Rows plus their int64 indices, against the whole array: at least halved, or whole.
-        self.limit = (value.nbytes // 2) // (row_bytes + 8)
+        self.limit = (self.rows * row_bytes // 2) // (row_bytes + 8)
         self.covered, self.crc, self.count = 0, 0, 0
         self.indices, self.changed = [], []
         self.usable = True
@@ -74,7 +74,7 @@ class _Comparison:
     def add(self, start, initial):
         value = self.value
         stop = start + len(initial)
-        if (start != self.covered or stop > self.rows or initial.dtype != value.dtype
+        if (start != self.covered or stop > self.rows or initial.dtype != np.dtype(value.dtype)
                 or initial.shape[1:] != value.shape[1:]):
             self.usable = False  # not this parameter's initial values: store it whole
             return
@@ -100,7 +100,9 @@ class _Comparison:
 
 
 def _whole(value):
-    return value if isinstance(value, mx.nd.NDArray) else mx.nd.array(value, dtype=value.dtype)
+    if isinstance(value, mx.nd.NDArray):
+        return value.as_in_context(mx.cpu())  # saved like save_parameters: from the CPU
+    return mx.nd.array(value, dtype=value.dtype)
 
 
 def compact_param_arrays(arrays, initial_rows):

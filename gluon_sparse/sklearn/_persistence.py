@@ -26,7 +26,7 @@ from .. import _fileio
 from .._compact import compact_param_arrays, expand_param_arrays, ndarrays_from_bytes
 from ._context import available_context
 from ._description import describe, estimator_from_description
-from ._params import module_param_arrays
+from ._params import module_param_ndarrays
 
 __all__ = ["save", "load", "is_model_dir", "check_model_dir_writable", "PARAMS_FILE",
            "META_FILE"]
@@ -92,7 +92,9 @@ def save(estimator, path):
         If ``path`` exists and is not a model directory (nothing is written).
     """
     check_model_dir_writable(path)
-    arrays = module_param_arrays(estimator.module_)  # raises NotFittedError first
+    # The live arrays (module_ raises NotFittedError first), read a block of
+    # rows at a time against the initial rows: no second copy of the model.
+    arrays = module_param_ndarrays(estimator.module_)
     to_save, left_out = compact_param_arrays(arrays, estimator._initial_param_rows())
     del arrays
     meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
