@@ -177,7 +177,10 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
     """
     filename = os.fspath(filename)
     loaded, left_out = _read(filename)
-    params = net._collect_params_with_prefix()
+    # Rows a deferred optimizer still owes steps are caught up before they are
+    # written over (as set_data does once the deferred hooks are installed):
+    # the optimizer then continues from the loaded values as standard Adam would.
+    params = _dense_params(net)
     _check_fits(params, loaded, filename)
     if any(loaded[name].stype == "row_sparse" for name in loaded):
         start = params if initial is None else _dense_params(_block_of(initial, "initial"))
