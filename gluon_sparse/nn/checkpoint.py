@@ -192,5 +192,11 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
     for name, param in params.items():
         # load_parameters' own path: set_data into an initialised parameter,
         # initialisation (on ctx) of the others.
-        param._load_init(mx.nd.from_numpy(np.ascontiguousarray(arrays.pop(name)),
-                                          zero_copy=True), ctx)
+        value = mx.nd.from_numpy(np.ascontiguousarray(arrays.pop(name)), zero_copy=True)
+        param._load_init(value, ctx)
+        # The copy reads the numpy memory asynchronously: release it here, not
+        # in an engine thread (at interpreter exit that aborts the process).
+        value.wait_to_read()
+        for array in param.list_data() if param._stype == "default" else ():
+            array.wait_to_read()
+        del value
