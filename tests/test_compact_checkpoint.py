@@ -126,6 +126,8 @@ def test_other_initial_values_are_refused_and_the_net_is_left_as_it_was(tmp_path
     _train(trained_since, steps=2)  # no longer its initial values
     with pytest.raises(ValueError, match="cannot be regenerated"):
         load_compact_parameters(trained_since, path)
+    with pytest.raises(ValueError, match=r"'0.weight'.*unknown.*the network must hold"):
+        load_compact_parameters(_net(initialize=False), path)  # no initial values to use
 
 
 def test_a_checkpoint_of_another_shape_names_the_parameter_and_both_shapes(tmp_path):

@@ -187,7 +187,12 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
         initial_rows = lambda: _initial_rows(start, left_out)  # noqa: E731 -- lazy, once
     else:
         initial_rows = lambda: iter(())  # noqa: E731
-    arrays = _compact.expand_param_arrays(loaded, left_out, initial_rows, filename)
+    try:
+        arrays = _compact.expand_param_arrays(loaded, left_out, initial_rows, filename)
+    except ValueError as err:
+        raise ValueError("%s; %s must hold the values the saved network was initialised with "
+                         "(same structure, seed and initializers, not trained since)"
+                         % (err, "the network" if initial is None else "initial")) from err
     del loaded
     for name, param in params.items():
         # load_parameters' own path: set_data into an initialised parameter,
