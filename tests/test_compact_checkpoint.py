@@ -1,4 +1,4 @@
-"""save_compact_parameters / load_compact_parameters against Gluon's save_parameters / load_parameters."""
+"""save_compact_parameters / load_compact_parameters against save_parameters / load_parameters."""
 import os
 
 import mxnet as mx

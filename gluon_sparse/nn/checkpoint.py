@@ -113,7 +113,7 @@ def save_compact_parameters(net, filename, initial):
 
 
 def _read(filename):
-    """``(arrays, left_out)`` of a file written by :func:`save_compact_parameters` or ``save_parameters``."""
+    """``(arrays, left_out)`` of a :func:`save_compact_parameters` or ``save_parameters`` file."""
     with open(filename, "rb") as f:
         loaded = _compact.ndarrays_from_bytes(f.read(), filename)
     description = loaded.pop(_DESCRIPTION_KEY, None)
