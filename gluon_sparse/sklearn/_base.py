@@ -58,7 +58,7 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         ``seed`` (an int drawn from ``random_state``) makes the result
         reproducible: the same seed must give the same values bit for bit on
         the CPU, since a saved model leaves the rows never trained to it (see
-        :mod:`._compact`). This default runs MXNet's initializers: the ones
+        :mod:`gluon_sparse._compact`). This default runs MXNet's initializers: the ones
         the block's parameters name, Glorot uniform for the others.
         """
         # MXNet's initializers are deterministic given the context's seed.
@@ -95,6 +95,17 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
             except mx.gluon.parameter.DeferredInitializationError:
                 pass  # stored in full
         return arrays
+
+    def _initial_param_rows(self):
+        """:meth:`_initial_param_arrays` as ``(name, first row, rows)`` blocks.
+
+        What a save compares the trained parameters with and a load checks
+        (:mod:`gluon_sparse._compact`). This default yields each array whole:
+        MXNet's initializers cannot draw part of an array as the whole would
+        have it. Subclasses whose initialiser can (numpy's Generator draws in
+        sequence) yield bounded blocks, so that a save never holds a second model.
+        """
+        return ((name, 0, values) for name, values in self._initial_param_arrays().items())
 
     # ------------------------------------------------------------------ fitted state
     def _reset_fitted_state(self, ctx, fitted=None, module_params=None):

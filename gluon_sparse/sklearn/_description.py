@@ -24,7 +24,7 @@ __all__ = ["describe", "estimator_from_description", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "gluon-sparse-estimator"
 # 1: the estimator named by its bare class name; 2: by import path, and the
-# first layer's untouched rows may be left to the initialiser (see _compact.py).
+# first layer's untouched rows may be left to the initialiser (see gluon_sparse/_compact.py).
 FORMAT_VERSION = 2
 
 # Fitted attributes stored verbatim in the JSON (numbers, booleans or lists of numbers).

@@ -10,20 +10,27 @@ import numpy as np
 
 from ..optimizer import flush as flush_deferred
 
-__all__ = ["module_param_arrays", "initialize_param", "set_module_params"]
+__all__ = ["module_param_arrays", "module_param_ndarrays", "initialize_param",
+           "set_module_params"]
 
 
-def module_param_arrays(module):
-    """The parameters of a Gluon block as ``{structural name: numpy array}``.
+def module_param_ndarrays(module):
+    """The parameters of a Gluon block as ``{structural name: NDArray}``: the live arrays.
 
     The names are the ones :meth:`mxnet.gluon.Block.save_parameters` writes
     (``'0.weight'``, ...): they depend on the block's structure only, not on
     the global name counters, so a rebuilt block accepts them. Rows whose Adam
-    updates are still deferred are brought up to date first.
+    updates are still deferred are brought up to date first. No copy is
+    made: a model directory's save reads them a block of rows at a time.
     """
     params = module._collect_params_with_prefix()
     flush_deferred(params.values())
-    return {name: param.data().asnumpy() for name, param in params.items()}
+    return {name: param.data() for name, param in params.items()}
+
+
+def module_param_arrays(module):
+    """:func:`module_param_ndarrays` copied into numpy arrays."""
+    return {name: array.asnumpy() for name, array in module_param_ndarrays(module).items()}
 
 
 def initialize_param(param, values, ctx):

@@ -6,7 +6,7 @@ A model directory is a versioned directory (:mod:`gluon_sparse._fileio`)::
         CURRENT              names the current version, replaced atomically
         v-000002/            the current version (immutable)
             estimator.json   class, hyper-parameters, classes_, bookkeeping (_description.py)
-            network.params   the parameters, MXNet's nd.save format (_compact.py)
+            network.params   the parameters, MXNet's nd.save format (gluon_sparse/_compact.py)
         v-000001/            the previous version, removed by the next save
 
 Every reader sees a whole old or a whole new model at every instant and after
@@ -23,10 +23,10 @@ import os
 import mxnet as mx
 
 from .. import _fileio
-from ._compact import compact_param_arrays, expand_param_arrays
+from .._compact import compact_param_arrays, expand_param_arrays, ndarrays_from_bytes
 from ._context import available_context
 from ._description import describe, estimator_from_description
-from ._params import module_param_arrays
+from ._params import module_param_ndarrays
 
 __all__ = ["save", "load", "is_model_dir", "check_model_dir_writable", "PARAMS_FILE",
            "META_FILE"]
@@ -92,8 +92,10 @@ def save(estimator, path):
         If ``path`` exists and is not a model directory (nothing is written).
     """
     check_model_dir_writable(path)
-    arrays = module_param_arrays(estimator.module_)  # raises NotFittedError first
-    to_save, left_out = compact_param_arrays(arrays, estimator._initial_param_arrays())
+    # The live arrays (module_ raises NotFittedError first), read a block of
+    # rows at a time against the initial rows: no second copy of the model.
+    arrays = module_param_ndarrays(estimator.module_)
+    to_save, left_out = compact_param_arrays(arrays, estimator._initial_param_rows())
     del arrays
     meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
 
@@ -150,11 +152,11 @@ def load(path, **params):
     except ValueError as err:  # UnicodeDecodeError is one
         raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
     estimator, fitted = estimator_from_description(meta, meta_path, params)
-    loaded = _ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
+    loaded = ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
     del contents
     estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
     arrays = expand_param_arrays(loaded, meta.get("rows_left_to_initialiser", {}),
-                                 estimator._initial_param_arrays, params_path)
+                                 estimator._initial_param_rows, params_path)
     del loaded
     try:
         estimator._install_params(arrays)  # now, so that a mismatch is reported by load
@@ -162,29 +164,3 @@ def load(path, **params):
         raise ValueError("%s does not hold the parameters of this %s: %s"
                          % (params_path, type(estimator).__name__, err)) from err
     return estimator
-
-
-def _ndarrays_from_bytes(buffer, params_path):
-    """``{name: NDArray}`` from the bytes of an MXNet ``.params`` file."""
-    try:
-        loaded = mx.nd.load_frombuffer(buffer)
-    except mx.base.MXNetError as err:
-        raise ValueError("%s could not be read: %s"
-                         % (params_path, _mxnet_load_cause(err))) from err
-    if not isinstance(loaded, dict):
-        raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
-    return loaded
-
-
-def _mxnet_load_cause(err):
-    """What went wrong in ``mx.nd.load``, in words, on one line.
-
-    MXNet's message is a C++ traceback whose last line is a failed check.
-    """
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    check = lines[-1].replace("MXNetError:", "").strip() if lines else ""
-    if "Invalid NDArray file format" in check:
-        return "not an MXNet parameter file (its header is not MXNet's)"
-    if "buffer_size_" in check:  # dmlc's MemoryFixedSizeStream read past the end
-        return "the file is truncated (it ends before the arrays its header announces)"
-    return "MXNet cannot parse it (%s)" % (check or type(err).__name__)

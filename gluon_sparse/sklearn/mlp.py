@@ -11,6 +11,7 @@ import numpy as np
 from mxnet import gluon
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._compact import block_rows
 from ..nn import FullyConnectedSparse
 from ._base import BaseSparseNet
 from ._hyperparams import estimator_init
@@ -42,8 +43,8 @@ class _BaseSparseMLP(BaseSparseNet):
                              % (self.hidden_layer_sizes,))
         return [int(size) for size in sizes]
 
-    def _initial_values(self, module, seed):
-        """``{structural name: numpy array}``: the initial parameters of ``module``.
+    def _initial_rows(self, module, seed):
+        """The initial parameters of ``module``, as ``(structural name, first row, rows)`` blocks.
 
         MLPClassifier's initialisation (Glorot & Bengio, 2010): every weight
         and bias of a layer uniform in +-sqrt(factor / (fan_in + fan_out)),
@@ -51,29 +52,44 @@ class _BaseSparseMLP(BaseSparseNet):
         by numpy's Generator: for the wide first layer several times faster
         than MXNet's single-threaded uniform initializer (or MLPClassifier's
         float64 RandomState), and the same numbers on any ctx and machine.
+        The Generator draws in sequence, so drawing a block of rows at a time
+        gives the same numbers as drawing a whole array at once (tested): a
+        saved model's initial rows are compared and checked a block at a
+        time, never held whole (see :mod:`gluon_sparse._compact`).
         """
         rng = np.random.default_rng(seed)
         factor = 2.0 if self.activation == "logistic" else 6.0
-        values = {}
         for index, layer in enumerate(module):
             # Both layouts, (in, out) and Dense's (out, in), sum to fan_in + fan_out.
             bound = np.sqrt(factor / sum(layer.weight.shape))
             for kind, param in (("weight", layer.weight), ("bias", layer.bias)):
-                drawn = rng.random(param.shape, dtype=np.float32)
-                drawn *= np.float32(2 * bound)
-                drawn -= np.float32(bound)
-                values["%d.%s" % (index, kind)] = drawn
+                shape = param.shape
+                step = block_rows(shape, np.float32)
+                for start in range(0, shape[0], step):
+                    drawn = rng.random((min(step, shape[0] - start),) + shape[1:],
+                                       dtype=np.float32)
+                    drawn *= np.float32(2 * bound)
+                    drawn -= np.float32(bound)
+                    yield "%d.%s" % (index, kind), start, drawn
+
+    def _initial_values(self, module, seed):
+        """``{structural name: numpy array}``: the initial parameters of ``module`` (see above)."""
+        params, values = module._collect_params_with_prefix(), {}
+        for name, start, rows in self._initial_rows(module, seed):
+            if name not in values:
+                values[name] = np.empty(params[name].shape, dtype=np.float32)
+            values[name][start:start + len(rows)] = rows
         return values
 
     def _initialize_module(self, module, seed, ctx):
         set_module_params(module, self._initial_values(module, seed), ctx)
 
-    def _initial_param_arrays(self):
-        # The numpy arrays straight away: no network, no copies out of MXNet.
+    def _initial_param_rows(self):
+        # Blocks straight from the Generator: no network initialised, no whole copy.
         seed = getattr(self, "_init_seed", None)
         if seed is None:
-            return {}
-        return self._initial_values(self._build_module(self.n_outputs_), seed)
+            return iter(())
+        return self._initial_rows(self._build_module(self.n_outputs_), seed)
 
     def _build_module(self, n_outputs):
         act = _ACTIVATIONS[self.activation]

@@ -1,0 +1,222 @@
+"""save_compact_parameters / load_compact_parameters against save_parameters / load_parameters."""
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+from gluon_sparse import _compact
+from gluon_sparse.nn import FullyConnectedSparse, load_compact_parameters, save_compact_parameters
+from gluon_sparse.optimizer import SparseAdam
+
+IN_UNITS, UNITS = 20000, 16
+
+
+def _net(seed=0, in_units=IN_UNITS, initialize=True):
+    """The user's network: built and initialised with a fixed seed (the factory)."""
+    net = gluon.nn.HybridSequential()
+    net.add(FullyConnectedSparse(UNITS, activation="relu", in_units=in_units),
+            gluon.nn.Dense(2, in_units=UNITS))
+    if initialize:
+        mx.random.seed(seed)
+        net.initialize(mx.init.Xavier())
+    return net
+
+
+def _batches(count, seed=1, features=200):
+    rng = np.random.default_rng(seed)
+    used = rng.choice(IN_UNITS, features, replace=False)
+    for _ in range(count):
+        rows, nnz = 8, 5
+        indices = np.sort(rng.choice(used, (rows, nnz)), axis=1)
+        x = mx.nd.sparse.csr_matrix((rng.random(rows * nnz).astype(np.float32),
+                                     indices.ravel(), np.arange(0, rows * nnz + 1, nnz)),
+                                    shape=(rows, IN_UNITS))
+        yield x, mx.nd.array(rng.integers(0, 2, rows))
+
+
+def _train(net, steps=20, **optimizer):
+    trainer = gluon.Trainer(net.collect_params(), SparseAdam(learning_rate=0.01, **optimizer))
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    for x, y in _batches(steps):
+        with autograd.record():
+            out = loss(net(x), y)
+        out.backward()
+        trainer.step(x.shape[0])
+    return trainer
+
+
+def _params(net):
+    return {name: param.data().asnumpy() for name, param in
+            net._collect_params_with_prefix().items()}
+
+
+def _assert_same(net, reference):
+    got, want = _params(net), _params(reference)
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), name
+    x, _ = next(_batches(1, seed=9))
+    assert net(x).asnumpy().tobytes() == reference(x).asnumpy().tobytes()
+
+
+@pytest.mark.parametrize("optimizer", [{}, {"deferred": True}], ids=["adam", "deferred-adam"])
+def test_round_trip_equals_save_parameters_bit_for_bit_and_is_small(tmp_path, optimizer):
+    net = _net()
+    _train(net, **optimizer)
+    compact, full = str(tmp_path / "net.compact"), str(tmp_path / "net.params")
+    save_compact_parameters(net, compact, initial=lambda: _net(seed=0))
+    net.save_parameters(full)
+    # Into a fresh net initialised as the trained one was (initial=None: its own values).
+    restored = _net(seed=0)
+    load_compact_parameters(restored, compact)
+    reference = _net(seed=5)
+    reference.load_parameters(full)
+    _assert_same(restored, reference)
+    _assert_same(restored, net)
+    # Size: the touched rows (at most the 200 features the batches use) and the small layers.
+    weight = mx.nd.load(compact)["0.weight"]
+    assert weight.stype == "row_sparse" and 0 < weight.indices.shape[0] <= 200
+    row_bytes = UNITS * 4 + 8
+    assert os.path.getsize(compact) < 200 * row_bytes + 2 * UNITS * 4 * 2 + 4096
+    assert os.path.getsize(compact) * 20 < os.path.getsize(full)
+
+
+def test_rollback_into_the_trained_net_and_into_an_uninitialised_one(tmp_path):
+    net = _net()
+    _train(net, steps=10)
+    path = str(tmp_path / "ckpt")
+    save_compact_parameters(net, path, initial=_net(seed=0))
+    checkpoint = _net(seed=7)
+    checkpoint.load_parameters(_save_full(net, tmp_path))
+    _train(net, steps=10)  # moves on, then goes back to the checkpoint
+    load_compact_parameters(net, path, initial=lambda: _net(seed=0))
+    _assert_same(net, checkpoint)
+    fresh = _net(initialize=False)
+    load_compact_parameters(fresh, path, initial=lambda: _net(seed=0), ctx=mx.cpu())
+    _assert_same(fresh, checkpoint)
+
+
+def _save_full(net, tmp_path):
+    path = str(tmp_path / "full.params")
+    net.save_parameters(path)
+    return path
+
+
+def test_plain_save_parameters_files_load_too(tmp_path):
+    net = _net()
+    _train(net, steps=3)
+    restored = _net(seed=3)
+    load_compact_parameters(restored, _save_full(net, tmp_path))
+    _assert_same(restored, net)
+
+
+def test_other_initial_values_are_refused_and_the_net_is_left_as_it_was(tmp_path):
+    net = _net()
+    _train(net, steps=5)
+    path = str(tmp_path / "ckpt")
+    save_compact_parameters(net, path, initial=lambda: _net(seed=0))
+    other = _net(seed=1)  # another seed: the absent rows would be other numbers
+    before = _params(other)
+    with pytest.raises(ValueError, match=r"ckpt .*'0.weight'.*cannot be regenerated"):
+        load_compact_parameters(other, path)
+    assert all(before[name].tobytes() == value.tobytes() for name, value in _params(other).items())
+    trained_since = _net(seed=0)
+    _train(trained_since, steps=2)  # no longer its initial values
+    with pytest.raises(ValueError, match="cannot be regenerated"):
+        load_compact_parameters(trained_since, path)
+    with pytest.raises(ValueError, match=r"'0.weight'.*unknown.*the network must hold"):
+        load_compact_parameters(_net(initialize=False), path)  # no initial values to use
+
+
+def test_a_checkpoint_of_another_shape_names_the_parameter_and_both_shapes(tmp_path):
+    net = _net()
+    path = str(tmp_path / "ckpt")
+    save_compact_parameters(net, path, initial=lambda: _net(seed=0))
+    wider = _net(in_units=IN_UNITS + 1)
+    with pytest.raises(ValueError) as info:
+        load_compact_parameters(wider, path)
+    message = str(info.value)
+    assert "'0.weight'" in message and "(20000, 16)" in message and "(20001, 16)" in message
+    assert path in message
+    other = gluon.nn.HybridSequential()
+    other.add(FullyConnectedSparse(UNITS, in_units=IN_UNITS))
+    other.initialize()
+    with pytest.raises(ValueError, match=r"missing from the file \[\].*network \['1.bias', "
+                                         r"'1.weight'\]"):
+        load_compact_parameters(other, path)
+
+
+def test_damaged_files_and_plain_load_parameters_are_clear_errors(tmp_path):
+    net = _net()
+    _train(net, steps=3)
+    path = tmp_path / "ckpt"
+    save_compact_parameters(net, str(path), initial=lambda: _net(seed=0))
+    # load_parameters would give zeros for the absent rows: it must refuse the file.
+    with pytest.raises(Exception, match="__gluon_sparse_compact__"):
+        _net(seed=0).load_parameters(str(path))
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+    with pytest.raises(ValueError) as info:
+        load_compact_parameters(_net(seed=0), str(path))
+    assert "truncated" in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+    with pytest.raises(TypeError, match="initial must be a gluon Block"):
+        save_compact_parameters(net, str(tmp_path / "x"), initial=0)
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    net = _net()
+    path = tmp_path / "ckpt"
+    save_compact_parameters(net, str(path), initial=lambda: _net(seed=0))
+    before = path.read_bytes()
+    _train(net, steps=3)
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(mx.nd, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_compact_parameters(net, str(path), initial=lambda: _net(seed=0))
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no temporary left behind
+
+
+def test_blocks_of_a_few_rows_give_the_same_file(tmp_path, monkeypatch):
+    net = _net()
+    _train(net, steps=5)
+    save_compact_parameters(net, str(tmp_path / "a"), initial=lambda: _net(seed=0))
+    monkeypatch.setattr(_compact, "BLOCK_BYTES", 640)  # 10 rows of the sparse layer
+    save_compact_parameters(net, str(tmp_path / "b"), initial=lambda: _net(seed=0))
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    restored = _net(seed=0)
+    load_compact_parameters(restored, str(tmp_path / "b"))
+    _assert_same(restored, net)
+
+
+def test_loading_into_a_net_trained_with_deferred_adam_continues_like_standard_adam(tmp_path):
+    # Deferred Adam owes the rows absent from recent batches their steps; a
+    # load must settle them before writing, so the next steps equal standard Adam's.
+    nets, trainers = [], []
+    for deferred in (False, True):
+        net = _net()
+        trainer = _train(net, steps=10, deferred=deferred)
+        save_compact_parameters(net, str(tmp_path / str(deferred)), initial=lambda: _net(seed=0))
+        nets.append(net)
+        trainers.append(trainer)
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def steps(net, trainer, seed):
+        for x, y in _batches(4, seed=seed, features=20):
+            with autograd.record():
+                out = loss(net(x), y)
+            out.backward()
+            trainer.step(x.shape[0])
+
+    for net, trainer, deferred in zip(nets, trainers, (False, True)):
+        steps(net, trainer, seed=10)  # rows left behind by deferred Adam
+        load_compact_parameters(net, str(tmp_path / str(deferred)), initial=lambda: _net(seed=0))
+        steps(net, trainer, seed=11)
+    from gluon_sparse.optimizer import flush
+    flush(trainers[1])
+    _assert_same(nets[1], nets[0])
