@@ -49,6 +49,27 @@ _VERSION = re.compile(r"^v-(\d{6,})$")
 _fault_hook = None
 
 
+def _process_umask():
+    """The process's umask, read without changing it where Linux says it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting (briefly process-wide)
+    os.umask(mask)
+    return mask
+
+
+def _publish_mode(path, directory=False):
+    """Give a file or directory made by ``tempfile`` (0600 / 0700) the mode ``open`` or
+    ``os.mkdir`` would have given it, so that what is renamed into place is as readable
+    as any file the user writes."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_process_umask())
+
+
 def _fault_point(stage):
     if _fault_hook is not None:
         _fault_hook(stage)
@@ -98,6 +119,7 @@ def atomic_file(path, mode="w", **open_kwargs):
     handle, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-",
                                    dir=directory)
     try:
+        _publish_mode(tmp)
         with os.fdopen(handle, mode, **open_kwargs) as f:
             yield f
             f.flush()
@@ -238,6 +260,7 @@ def write_versioned_directory(path, write, legacy_files=()):
         previous = _read_pointer(path)
         tmp = tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path)
         try:
+            _publish_mode(tmp, directory=True)
             write(tmp)
             _fsync_tree(tmp)
             numbers = [int(m.group(1)) for m in map(_VERSION.match, os.listdir(path)) if m]
@@ -273,6 +296,7 @@ def _write_first_version(path, write):
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + base + ".tmp-", dir=parent)
     try:
+        _publish_mode(tmp, directory=True)
         version = "v-%06d" % 1
         os.mkdir(os.path.join(tmp, version))
         write(os.path.join(tmp, version))
