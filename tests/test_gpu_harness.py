@@ -6,6 +6,8 @@
   ``_flush`` over 300 steps with a learning-rate schedule, weight decay,
   clipping, rows deferred for ~250 steps and rows never touched;
 - its checks report a wrong result at its first differing position;
+- its correctness drivers run end to end on a host stand-in of the CUDA
+  library (NumPy behind the same entry points) and catch a wrong kernel;
 - its command line parses and refuses bad sizes through the real parser;
 - its CUDA build compiles (when nvcc is installed), exports the entry points
   the bindings declare, and returns errors as text without a GPU.
@@ -21,7 +23,8 @@ import numpy as np
 import pytest
 
 import gluon_sparse  # noqa: F401  (loads the operator library)
-from benchmarks.gpu.harness import bindings, cases, checks, cli, reference, timing
+from benchmarks.gpu.harness import (bindings, cases, checks, cli, host_standin, reference,
+                                    timing)
 
 
 def _bits(array):
@@ -31,6 +34,12 @@ def _bits(array):
 def _assert_bitwise(got, want, what):
     assert got.dtype == want.dtype, what
     np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=what)
+
+
+@pytest.fixture
+def torch():
+    """PyTorch (CPU is enough), or the test is skipped."""
+    return pytest.importorskip("torch")
 
 
 # --- the CUDA build --------------------------------------------------------------------------
@@ -124,8 +133,7 @@ def test_help_explains_every_option_and_check():
         assert subject in text
 
 
-def test_main_without_a_gpu_exits_with_the_reason():
-    torch = pytest.importorskip("torch")
+def test_main_without_a_gpu_exits_with_the_reason(torch):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: main would run the whole harness")
     with pytest.raises(SystemExit, match="needs a CUDA GPU and PyTorch built with CUDA"):
@@ -156,8 +164,7 @@ def test_assert_bitwise_compares_bits_not_values():
         checks.assert_bitwise("last_step", np.zeros(2, np.int64), np.zeros(3, np.int64))
 
 
-def test_assert_bitwise_accepts_tensors():
-    torch = pytest.importorskip("torch")
+def test_assert_bitwise_accepts_tensors(torch):
     want = np.ones((3, 2), np.float64)
     got = torch.ones((3, 2), dtype=torch.float64)
     got[1, 1] = 2.0
@@ -165,8 +172,7 @@ def test_assert_bitwise_accepts_tensors():
         checks.assert_bitwise("mean", got, want)
 
 
-def test_assert_only_rows_changed_names_the_first_foreign_row():
-    torch = pytest.importorskip("torch")
+def test_assert_only_rows_changed_names_the_first_foreign_row(torch):
     old = torch.zeros((10, 3))
     before = checks.tensor_bits(torch, old).clone()
     new = old.clone()
@@ -201,6 +207,84 @@ def test_expect_rejections_needs_the_right_error():
         checks.expect_rejections([("does not fit", reject("bad step"))])
     with pytest.raises(TypeError):  # any other failure propagates as itself
         checks.expect_rejections([("out of range", lambda: None + 1)])
+
+
+# --- the correctness drivers on a host stand-in of the library -----------------------------
+
+SMALL_CASE = (np.float32, 100, 4, 60, cases.deferred_rows_of_step, lambda t: 0.01,
+              {"clip_gradient": 0.5})
+
+
+@pytest.mark.slow
+def test_correctness_drivers_pass_on_the_host_standin(torch, capsys):
+    """Every check of a GPU run, on PyTorch CPU tensors and NumPy behind the entry points."""
+    lib = host_standin.HostStandIn()
+    kernels = bindings.AdamKernels(lib, torch, device="cpu")
+    checks.check_eager_correctness(kernels, torch, device="cpu")
+    checks.check_deferred_correctness(lib, kernels, torch, device="cpu")
+    report = capsys.readouterr().out.splitlines()
+    assert len(report) == len(cases.EAGER_CASES) + 1 + len(cases.DEFERRED_CASES) + 1
+    assert all(line.startswith("ok  ") for line in report)
+
+
+class WritesAForeignRow(host_standin.HostStandIn):
+    """A deferred update that also writes the last row (never in a gradient)."""
+
+    @staticmethod
+    def _deferred_update(dtype, weight, *args):
+        rc = host_standin.HostStandIn._deferred_update(dtype, weight, *args)
+        num_rows, cols = args[8], args[9]
+        host_standin._view(weight, num_rows * cols, dtype)[-1] += 1
+        return rc
+
+
+class FlushForgetsRows(host_standin.HostStandIn):
+    """A flush (catch-up of every row) that marks the rows up to date without replaying them."""
+
+    @staticmethod
+    def _catch_up(dtype, weight, mean, var, last_step, history, capacity, num_rows, cols, rows,
+                  n, step, *args):
+        if rows is None:
+            host_standin._view(last_step, num_rows, np.int64)[:] = step
+            return 0
+        return host_standin.HostStandIn._catch_up(dtype, weight, mean, var, last_step, history,
+                                                  capacity, num_rows, cols, rows, n, step,
+                                                  *args)
+
+
+class AcceptsUnsortedRows(host_standin.HostStandIn):
+    @staticmethod
+    def _eager(dtype, weight, mean, var, grad, indices, nnz, *args):
+        rows = host_standin._view(indices, nnz, np.int64)
+        if len(rows) > 1 and (np.diff(rows) < 0).any():
+            return 0
+        return host_standin.HostStandIn._eager(dtype, weight, mean, var, grad, indices, nnz,
+                                               *args)
+
+
+@pytest.mark.parametrize("lib, message", [
+    (host_standin.HostStandIn(), None),
+    (WritesAForeignRow(),
+     r"^step 1, weight: changed 1 row\(s\) not in its gradient, first row 99$"),
+    (FlushForgetsRows(), r"^weight after the flush vs the eager kernels \(float32, 100 x 4, "
+                         r"wd 0.01..0.01, \{'clip_gradient': 0.5\}\): \d+ elements differ, "
+                         r"first at \(\d+, 0\)"),
+])
+def test_deferred_check_catches_a_wrong_kernel(torch, lib, message, capsys):
+    kernels = bindings.AdamKernels(host_standin.HostStandIn(), torch, device="cpu")
+    if message is None:
+        checks.check_deferred_case(lib, kernels, torch, 0, *SMALL_CASE, device="cpu")
+        assert capsys.readouterr().out.startswith("ok  deferred bitwise equal")
+    else:
+        with pytest.raises(AssertionError, match=message):
+            checks.check_deferred_case(lib, kernels, torch, 0, *SMALL_CASE, device="cpu")
+
+
+def test_eager_check_catches_unsorted_indices_accepted(torch):
+    kernels = bindings.AdamKernels(AcceptsUnsortedRows(), torch, device="cpu")
+    with pytest.raises(AssertionError, match=r"accepted a call that must fail \(sorted and "
+                                             r"unique\)"):
+        checks.check_eager_correctness(kernels, torch, device="cpu")
 
 
 # --- the timing tables -----------------------------------------------------------------------

@@ -23,6 +23,12 @@ DEFERRED_ENTRY_POINTS = tuple("gs_harness_adam_deferred_%s_%s" % (kind, suffix)
                               for kind in ("update", "catch_up") for suffix in ("f32", "f64"))
 
 
+def stream_of(torch, device):
+    """The ``cudaStream_t`` the entry points launch on: PyTorch's current stream (None off CUDA)."""
+    device = torch.device(device)
+    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+
+
 def load_library(rebuild=False, path=LIBRARY):
     """Build (if needed, with build.sh) and load the harness library at ``path``.
 
@@ -61,10 +67,11 @@ def load_library(rebuild=False, path=LIBRARY):
 class AdamKernels:
     """Python face of the eager kernels: one standard Adam step on CUDA tensors, in place."""
 
-    def __init__(self, lib, torch):
+    def __init__(self, lib, torch, device="cuda"):
         self.lib = lib
         self.torch = torch
-        self.workspace = torch.empty(1, dtype=torch.int64, device="cuda")
+        self.device = torch.device(device)
+        self.workspace = torch.empty(1, dtype=torch.int64, device=device)
 
     def step(self, weight, mean, var, grad_values, indices, lr, beta1=BETA1, beta2=BETA2,
              epsilon=EPSILON, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0, validate=True):
@@ -73,11 +80,12 @@ class AdamKernels:
         fn = {torch.float32: self.lib.gs_harness_adam_update_f32,
               torch.float64: self.lib.gs_harness_adam_update_f64}[weight.dtype]
         for t in (weight, mean, var, grad_values):
-            assert t.is_cuda and t.is_contiguous() and t.dtype == weight.dtype
+            assert t.device == weight.device and t.is_contiguous() and t.dtype == weight.dtype
+        assert weight.device.type == self.device.type, "weight on %s" % weight.device
         assert indices.dtype == torch.int64 and indices.is_contiguous()
         rows, cols = weight.shape[0], weight[0].numel()
         error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = stream_of(torch, weight.device)
         rc = fn(weight.data_ptr(), mean.data_ptr(), var.data_ptr(), grad_values.data_ptr(),
                 indices.data_ptr(), indices.numel(), rows, cols, lr, beta1, beta2, epsilon, wd,
                 rescale_grad, clip_gradient, int(validate), self.workspace.data_ptr(), stream,
@@ -109,7 +117,7 @@ class DeferredAdamKernels:
     def _call(self, name, *args):
         error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
         fn = getattr(self.lib, "gs_harness_adam_deferred_%s_%s" % (name, self.suffix))
-        if fn(*args, self.torch.cuda.current_stream().cuda_stream, error, len(error)) != 0:
+        if fn(*args, stream_of(self.torch, self.weight.device), error, len(error)) != 0:
             raise ValueError(error.value.decode())
 
     def _state(self):

@@ -76,7 +76,8 @@ def benchmark_eager(kernels, torch, rows, cols, repeat):
     param = torch.nn.Parameter(torch.randn(rows, cols, device="cuda"))
     param.grad = torch.randn(rows, cols, device="cuda")
     fused = torch.optim.Adam([param], lr=1e-3, weight_decay=1e-4, fused=True)
-    results.append(("torch.optim.Adam(fused=True), dense grad", cuda_time(torch, fused.step, repeat)))
+    results.append(("torch.optim.Adam(fused=True), dense grad",
+                    cuda_time(torch, fused.step, repeat)))
     del param, fused
 
     for grad_rows in (640, 100_000):
