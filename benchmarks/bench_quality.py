@@ -10,7 +10,8 @@ achievable AUC is known.
 
 Data (one NumPy generator per seed; every optimizer trains on the same bytes):
 batches of 512 rows x 40 distinct feature ids, Zipf(1.1) over ``--features``
-ids (rank -> id through a fixed random permutation), values 1. Labels come
+ids (rank -> id through a fixed random permutation; an id repeated within a
+row is redrawn, so the head ids are in nearly every row), values 1. Labels come
 from a known sparse logistic model: ``P(y=1) = sigmoid(sum_i w*_i x_i / sqrt(40))``
 with ``w*_i ~ N(0, 1)`` per feature. The held-out set is ``--eval-batches``
 more batches from the same generator; its *Bayes AUC* (the planted model's own
