@@ -1,4 +1,4 @@
-"""Quality, side by side: held-out AUC of standard Adam (gluon-sparse) vs lazy Adam (MXNet, PyTorch).
+"""Quality: held-out AUC of standard Adam (gluon-sparse) vs lazy Adam (MXNet, PyTorch).
 
 Lazy Adam updates only the rows a batch holds; standard Adam moves every row
 every step (momentum keeps moving an absent row, and with weight decay its
@@ -28,6 +28,8 @@ Optimizers, all Adam(lr, beta1 0.9, beta2 0.999, eps 1e-8) with L2 weight decay
 
 * gluon-sparse ``SparseAdam(deferred=True)``: standard Adam, every row every step;
 * MXNet ``Adam(lazy_update=True)``: lazy Adam, wd on the batch's rows only;
+* with ``--mxnet-standard``, MXNet ``Adam(lazy_update=False)``: standard Adam
+  again (a dense update of every row), a cross-check of the first;
 * PyTorch ``EmbeddingBag(mode='sum', sparse=True)`` + ``SparseAdam`` for W
   (lazy; SparseAdam has no weight decay, so ``wd * W[rows]`` is added to the
   coalesced sparse gradient of the batch's rows, as MXNet's lazy Adam does) and
@@ -57,6 +59,7 @@ ROWS, NNZ, ZIPF_EXPONENT, HIDDEN = 512, 40, 1.1, 128
 STANDARD = "gluon-sparse SparseAdam deferred (standard)"
 MX_LAZY = "MXNet Adam lazy_update=True (lazy)"
 TORCH_LAZY = "PyTorch EmbeddingBag(sparse)+SparseAdam (lazy)"
+MX_STANDARD = "MXNet Adam lazy_update=False (standard)"
 
 
 # ------------------------------------------------------------------ data
@@ -129,7 +132,8 @@ def _mx_csr(ids, features):
 
 
 def train_mxnet(name, model, data, init, lr, wd, eval_chunk=8192):
-    """Train with gluon-sparse's standard or MXNet's lazy Adam; return the held-out scores."""
+    """Train with gluon-sparse's standard or MXNet's lazy or standard Adam; return the
+    held-out scores."""
     import mxnet as mx
     from mxnet import autograd, gluon
     from gluon_sparse.nn import FullyConnectedSparse
@@ -149,7 +153,7 @@ def train_mxnet(name, model, data, init, lr, wd, eval_chunk=8192):
     if name == STANDARD:
         optimizer = SparseAdam(learning_rate=lr, wd=wd, deferred=True)
     else:
-        optimizer = mx.optimizer.Adam(learning_rate=lr, wd=wd, lazy_update=True)
+        optimizer = mx.optimizer.Adam(learning_rate=lr, wd=wd, lazy_update=name == MX_LAZY)
     trainer = gluon.Trainer(net.collect_params(), optimizer)
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
     for ids, labels in data.train:
@@ -211,9 +215,9 @@ def train_torch(model, data, init, lr, wd):
 
 
 # ------------------------------------------------------------------ main
-def optimizers():
+def optimizers(mxnet_standard=False):
     """The candidates this machine can run (PyTorch is optional)."""
-    names = [STANDARD, MX_LAZY]
+    names = [STANDARD, MX_LAZY] + ([MX_STANDARD] if mxnet_standard else [])
     try:
         import torch  # noqa: F401
         names.append(TORCH_LAZY)
@@ -251,11 +255,15 @@ def main(argv=None):
     parser.add_argument("--wds", type=float, nargs="+", default=[0.0, 1e-4])
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--model", choices=("mlp", "logistic"), default="mlp")
+    parser.add_argument("--mxnet-standard", action="store_true",
+                        help="also MXNet's standard Adam (lazy_update=False: every row every "
+                             "step, slow): a cross-check that gluon-sparse's AUC is standard "
+                             "Adam's")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from tqdm import tqdm
 
-    names = optimizers()
+    names = optimizers(args.mxnet_standard)
     aucs, bayes = {}, []
     runs = tqdm(total=len(args.seeds) * len(args.wds) * len(names), desc="runs")
     for seed in args.seeds:
@@ -276,9 +284,9 @@ def main(argv=None):
         del data
     runs.close()
 
-    table = Table("quality_%s" % args.model, ["wd", "optimizer", "held-out AUC (mean +- std)",
-                                              "standard - this (paired, mean +- std)",
-                                              "per seed"])
+    record = "quality_%s%s" % (args.model, "_mxnet_standard" if args.mxnet_standard else "")
+    table = Table(record, ["wd", "optimizer", "held-out AUC (mean +- std)",
+                           "standard - this (paired, mean +- std)", "per seed"])
     for row in summarize(aucs, names, args.wds, args.seeds):
         table.add(**row)
     table.meta.update({"features": args.features, "steps": args.steps, "batch": ROWS,
