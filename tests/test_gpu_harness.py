@@ -17,6 +17,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 
 import mxnet as mx
 import numpy as np
@@ -391,6 +392,6 @@ def test_the_references_import_no_gpu_package():
     code = ("import sys; from benchmarks.gpu.harness import reference, cases, checks, cli; "
             "print(sorted(m for m in ('torch', 'mxnet', 'gluon_sparse') if m in sys.modules))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([os.sys.executable, "-c", code], cwd=root, check=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, check=True,
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=root))
     assert out.stdout.strip() == "[]"
