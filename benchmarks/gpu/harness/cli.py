@@ -1,0 +1,93 @@
+"""Command line of the GPU harness: arguments and the order of checks and timings."""
+import argparse
+import sys
+
+from . import __doc__ as HARNESS_DOC
+from .timing import deferred_step_calls
+
+QUICK_ROWS, QUICK_REPEAT, QUICK_GAPS = 100_000, 10, [0, 100]
+DEFAULT_GAPS = [0, 1, 10, 100, 1000]
+
+
+def _positive_int(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("%r is not a positive integer" % text)
+    return value
+
+
+def _non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("%r is not a non-negative integer" % text)
+    return value
+
+
+def build_parser():
+    """The argument parser of ``run_harness.py`` (its ``--help`` is the package's doc)."""
+    parser = argparse.ArgumentParser(
+        prog="run_harness.py", description=HARNESS_DOC,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=_positive_int, default=1_000_000,
+                        help="rows of the timed weight (default 1,000,000; --quick: 100,000)")
+    parser.add_argument("--cols", type=_positive_int, default=128,
+                        help="its columns (default 128)")
+    parser.add_argument("--grad-rows", type=_positive_int, default=640,
+                        help="gradient rows of the timed deferred steps (default 640)")
+    parser.add_argument("--gaps", type=_non_negative_int, nargs="+", default=None,
+                        help="missed steps the timed deferred steps replay per gradient row "
+                             "(default 0 1 10 100 1000; --quick: 0 100)")
+    parser.add_argument("--repeat", type=_positive_int, default=50,
+                        help="timed calls per candidate (default 50; --quick: 10)")
+    parser.add_argument("--quick", action="store_true",
+                        help="time a 100,000-row weight with fewer repeats and gaps "
+                             "(every correctness check still runs)")
+    parser.add_argument("--skip-correctness", action="store_true",
+                        help="only time the kernels")
+    parser.add_argument("--skip-benchmark", action="store_true",
+                        help="only run the correctness checks")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="rebuild build/libadam_harness.so with build.sh first")
+    return parser
+
+
+def parse_args(argv=None):
+    """Parse ``argv``, apply ``--quick`` and check the timings' sizes before any work.
+
+    ``--quick`` caps ``--rows`` at 100,000 and ``--repeat`` at 10, and uses the
+    gaps 0 and 100 unless ``--gaps`` is given. The deferred timings need
+    (repeat + 2) x grad_rows distinct rows; a weight with fewer is refused here
+    rather than after the correctness checks.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows = min(args.rows, QUICK_ROWS)
+        args.repeat = min(args.repeat, QUICK_REPEAT)
+    if args.gaps is None:
+        args.gaps = list(QUICK_GAPS if args.quick else DEFAULT_GAPS)
+    needed = deferred_step_calls(args.repeat) * args.grad_rows
+    if not args.skip_benchmark and needed > args.rows:
+        parser.error("the timed deferred steps need (repeat + 2) x grad-rows = %d distinct rows, "
+                     "more than --rows %d: lower --repeat or --grad-rows, or raise --rows"
+                     % (needed, args.rows))
+    return args
+
+
+def main(argv=None):
+    """Run the correctness checks, then the timings, as the arguments say."""
+    args = parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("run_harness.py needs a CUDA GPU and PyTorch built with CUDA")
+    from . import checks, timing
+    from .bindings import AdamKernels, load_library
+    lib = load_library(args.rebuild)
+    kernels = AdamKernels(lib, torch)
+    if not args.skip_correctness:
+        checks.check_eager_correctness(kernels, torch)
+        checks.check_deferred_correctness(lib, kernels, torch)
+    if not args.skip_benchmark:
+        timing.benchmark_eager(kernels, torch, args.rows, args.cols, args.repeat)
+        timing.benchmark_deferred(lib, kernels, torch, args.rows, args.cols, args.grad_rows,
+                                  args.gaps, args.repeat)
