@@ -36,6 +36,7 @@ mean and var are zero skip steps without weight decay for free). Memory beyond
 standard Adam's mean and var: one int64 per row and 12 bytes per step.
 """
 import ctypes
+import functools
 import itertools
 import logging
 import math
@@ -45,7 +46,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
-from . import _parameter_hooks
+from . import _engine_calls, _parameter_hooks
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
            "registered_count"]
@@ -91,11 +92,6 @@ def _data_pointer(array):
     return pointer.value
 
 
-def _wait_to_write(array):
-    """Wait for the engine's pending reads and writes of ``array`` (and nothing else)."""
-    mx.base.check_call(mx.base._LIB.MXNDArrayWaitToWrite(array.handle))
-
-
 def _lazy_zeros(shape, ctx, dtype):
     """Zeros on ``ctx`` whose untouched pages cost nothing, where the platform allows.
 
@@ -132,6 +128,29 @@ def _flush(state):
     state["_synced_step"] = state["step"]
 
 
+def _array_pointer(array):
+    """Address of an NDArray's data, without waiting (for use inside engine calls)."""
+    pointer = ctypes.c_void_p()
+    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    return pointer.value
+
+
+def _swap_history(pointer, owner, grown, old, capacity):
+    """Engine call: point the registry at ``grown`` (``old`` is kept alive until now)."""
+    del old
+    status = _library().gluon_sparse_deferred_set_history(pointer, owner, _array_pointer(grown),
+                                                          capacity)
+    if status != 0:
+        logger.error("deferred Adam: could not re-register a grown history (code %d)", status)
+
+
+def _unregister(pointer, owner, state):
+    """Engine call: forget a weight (``state``, its arrays, is kept alive until now)."""
+    del state
+    if _lib is not None:
+        _lib.gluon_sparse_deferred_unregister(pointer, owner)
+
+
 def _release(state, pointer, owner):
     """Let a state's weight go: flush it, then unregister it from the operator library.
 
@@ -143,10 +162,9 @@ def _release(state, pointer, owner):
     weight = state["_weight"]
     _flush(state)
     # Forward passes already queued look the weight up in the registry when they
-    # run: wait for them (and the flush), not for all of the engine's work.
-    _wait_to_write(weight)
-    if _lib is not None:
-        _lib.gluon_sparse_deferred_unregister(pointer, owner)
+    # run: unregister in engine order, after them and the flush, without waiting.
+    _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
+                       weight.context, [weight], "gluon_sparse_deferred_unregister")
 
 
 def registered_count():
@@ -273,17 +291,17 @@ class DeferredAdamState(_parameter_hooks.DeferredState):
         capacity = self.history.shape[0]
         while capacity <= needed:
             capacity *= 2
-        # Queued forward passes read the history through the registry, outside
-        # the engine's view: wait for them, copy, then swap the pointer.
-        _wait_to_write(self._weight)
-        grown = mx.nd.zeros((capacity, 3), ctx=self.history.context, dtype=np.float32)
-        grown[:self.history.shape[0]] = self.history
-        grown.wait_to_read()
+        old = self.history
+        grown = mx.nd.zeros((capacity, 3), ctx=old.context, dtype=np.float32)
+        grown[:old.shape[0]] = old  # queued after the updates that wrote `old`
         if self._pointer is not None:
-            status = _library().gluon_sparse_deferred_set_history(
-                self._pointer, self._owner, _data_pointer(grown), capacity)
-            if status != 0:
-                raise RuntimeError("could not re-register the deferred Adam history")
+            # Forward passes already queued read `old` through the registry: the
+            # registry switches to `grown` in engine order, after them and the
+            # copy, while this thread goes on (no wait: Ctrl-C stays prompt).
+            _engine_calls.push(functools.partial(_swap_history, self._pointer, self._owner,
+                                                 grown, old, capacity),
+                               self._weight.context, [self._weight, grown],
+                               "gluon_sparse_deferred_grow_history")
         self.history = grown
         logger.debug("deferred Adam history grown to %d steps", capacity)
 
