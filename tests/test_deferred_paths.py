@@ -271,3 +271,43 @@ def test_reset_ctx_keeps_training_exact():
         net.collect_params().reset_ctx(mx.cpu(0))
     _train_both(nets, trainers, _batches(10, 7, np.arange(IN_UNITS // 5)))
     _assert_all_equal(nets, trainers)
+
+
+def test_two_devices_read_and_restore(tmp_path):
+    """Every device's copy: list_data() caught up, load_parameters exact on both."""
+    from gluon_sparse.distributed.split import split_and_load_batch
+
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    nets = [_net("fc", True), _net("fc", True)]
+    trainers = []
+    for net, is_deferred in zip(nets, [True, False]):
+        net.collect_params().reset_ctx(contexts)
+        trainers.append(gluon.Trainer(net.collect_params(),
+                                      SparseAdam(learning_rate=0.05, wd=0.01, deferred=is_deferred),
+                                      kvstore="local", update_on_kvstore=False))
+
+    def train(batches):
+        for net, trainer in zip(nets, trainers):
+            for x, y in batches:
+                xs, ys = split_and_load_batch(x, y, contexts)
+                with autograd.record():
+                    losses = [((net(xp).sum(axis=1, keepdims=True) - yp) ** 2).mean()
+                              for xp, yp in zip(xs, ys)]
+                autograd.backward(losses)
+                trainer.step(1)
+
+    def assert_equal():
+        for pa, pb in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+            for a, b in zip(pa.list_data(), pb.list_data()):
+                np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=pa.name)
+
+    batches = _schedule()
+    train(batches[:12])
+    checkpoint = str(tmp_path / "two.params")
+    nets[1].save_parameters(checkpoint)
+    train(batches[12:])
+    assert_equal()
+    for net in nets:
+        net.load_parameters(checkpoint, ctx=contexts)
+    train(_batches(10, 7, np.arange(IN_UNITS // 5)))
+    assert_equal()
