@@ -426,6 +426,11 @@ except KeyboardInterrupt:
 """
 
 
+def _default_sigint():
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_deferred_training_exits_cleanly(tmp_path):
     """SIGINT while the history grows and the engine runs behind: the process takes
     KeyboardInterrupt, saves whole, caught-up weights, and exits."""
@@ -437,7 +442,9 @@ def test_ctrl_c_during_deferred_training_exits_cleanly(tmp_path):
     params = str(tmp_path / "interrupted.params")
     proc = subprocess.Popen([sys.executable, "-c", _TRAIN_UNTIL_INTERRUPTED, params],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                            # A shell's background job inherits SIGINT ignored: restore it.
+                            preexec_fn=_default_sigint)
     try:
         assert proc.stdout.readline().strip() == "training"
         time.sleep(1.0)
