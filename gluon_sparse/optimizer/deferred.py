@@ -18,15 +18,17 @@ the eager operator's arithmetic, so the values are bitwise those of
   block runs inside a hybridized parent;
 * by the update itself for the gradient's rows (which the forward pass already
   brought up to date);
-* for every row by :func:`flush`, which runs automatically before
-  ``save_parameters`` and ``export`` (through the registered parameters'
-  ``_reduce``) and before ``Trainer.save_states`` (the state's pickling).
+* for every row by :func:`flush`, which runs automatically whenever Gluon
+  reads a weight outside a forward pass or a training step (``param.data()``,
+  ``list_data()``, ``save_parameters``, ``export``, pickling,
+  ``Trainer.save_states``) and before every write to it (``set_data``,
+  ``load_parameters``, ``initialize(force_reinit=True)``, a kvstore pull,
+  ``Trainer.load_states``): see :mod:`gluon_sparse.optimizer._parameter_hooks`.
 
-Reading a weight any other way (``param.data()`` in your own code, another
-block sharing the parameter) needs an explicit ``flush(trainer)`` first. An
-update whose gradient holds a row that was read without being brought up to
-date (so the gradient came from stale values) fails with a clear error rather
-than silently diverging from standard Adam.
+An update whose gradient holds a row that a forward pass read without bringing
+it up to date (an operator other than gluon-sparse's product read the weight,
+so the gradient came from stale values) fails with a clear error rather than
+silently diverging from standard Adam.
 
 Cost: per step, the gradient's rows plus the replay of the rows the batch reads
 (each replayed step costs what one eager step costs for that row; rows whose
@@ -34,6 +36,7 @@ mean and var are zero skip steps without weight decay for free). Memory beyond
 standard Adam's mean and var: one int64 per row and 12 bytes per step.
 """
 import ctypes
+import functools
 import itertools
 import logging
 import math
@@ -43,6 +46,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
+from . import _engine_calls, _parameter_hooks
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
            "registered_count"]
@@ -55,9 +59,6 @@ _DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 
 _lib = None
 _owner_ids = itertools.count(1)
-# Data pointer of every registered weight -> its state (weakly: the Trainer's
-# updater owns the states).
-_states_by_pointer = weakref.WeakValueDictionary()
 # Optimizer -> its deferred states, for SparseAdam.flush().
 _states_by_optimizer = weakref.WeakKeyDictionary()
 
@@ -111,11 +112,59 @@ def _zeros(shape, ctx, dtype):
     return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
 
 
-def _unregister(pointer, owner, arrays):
-    # Called by weakref.finalize, which holds `arrays` (the state's) alive until
-    # the registry has forgotten them: then no forward pass can touch them.
+def _flush(state):
+    """Queue the flush of a state's weight; ``state`` is the state's ``__dict__``.
+
+    Free when every row is known to be up to date (``_synced_step``): the
+    forward passes and updates only ever bring rows forward.
+    """
+    weight = state["_weight"]
+    if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
+        return
+    mx.nd.gs_adam_deferred_flush(weight, state["mean"], state["var"], state["last_step"],
+                                 state["history"], out=weight, step=state["step"],
+                                 beta1=state["beta1"], beta2=state["beta2"],
+                                 epsilon=state["epsilon"])
+    state["_synced_step"] = state["step"]
+
+
+def _array_pointer(array):
+    """Address of an NDArray's data, without waiting (for use inside engine calls)."""
+    pointer = ctypes.c_void_p()
+    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
+    return pointer.value
+
+
+def _swap_history(pointer, owner, grown, old, capacity):
+    """Engine call: point the registry at ``grown`` (``old`` is kept alive until now)."""
+    del old
+    status = _library().gluon_sparse_deferred_set_history(pointer, owner, _array_pointer(grown),
+                                                          capacity)
+    if status != 0:
+        logger.error("deferred Adam: could not re-register a grown history (code %d)", status)
+
+
+def _unregister(pointer, owner, state):
+    """Engine call: forget a weight (``state``, its arrays, is kept alive until now)."""
+    del state
     if _lib is not None:
         _lib.gluon_sparse_deferred_unregister(pointer, owner)
+
+
+def _release(state, pointer, owner):
+    """Let a state's weight go: flush it, then unregister it from the operator library.
+
+    Called by ``weakref.finalize`` (when the state is dropped, e.g. with its
+    Trainer, or when it unbinds), which holds the state's ``__dict__``, hence
+    its arrays, alive until the registry has forgotten them. Flushing first
+    keeps the weight right for whoever reads it next, with or without a state.
+    """
+    weight = state["_weight"]
+    _flush(state)
+    # Forward passes already queued look the weight up in the registry when they
+    # run: unregister in engine order, after them and the flush, without waiting.
+    _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
+                       weight.context, [weight], "gluon_sparse_deferred_unregister")
 
 
 def registered_count():
@@ -123,7 +172,7 @@ def registered_count():
     return int(_library().gluon_sparse_deferred_count())
 
 
-class DeferredAdamState:
+class DeferredAdamState(_parameter_hooks.DeferredState):
     """Optimizer state of one weight under deferred standard Adam.
 
     Holds ``mean`` and ``var`` (as standard Adam), ``last_step`` (int64, the
@@ -161,6 +210,8 @@ class DeferredAdamState:
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
         self.history = mx.nd.zeros((_INITIAL_HISTORY, 3), ctx=ctx, dtype=np.float32)
         self.step = 0
+        # Every row is known to be up to date with this step (flush is then free).
+        self._synced_step = 0
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
         self._started = False
         self._unbind_state()
@@ -172,7 +223,6 @@ class DeferredAdamState:
         self._pointer = None
         self._owner = None
         self._finalizer = None
-        self._arrays = None
 
     def bind(self, weight):
         """Register the state for ``weight`` (re-registering if it moved).
@@ -184,9 +234,15 @@ class DeferredAdamState:
         """
         if self._weight is not None and weight.handle.value == self._weight.handle.value:
             return  # the same array: no pointer look-up (it would wait for pending writes)
+        previous = _parameter_hooks.state_of(weight)
+        if previous is not None and previous is not self:
+            # Another state (a replaced Trainer's) still owes this weight rows: settle them.
+            previous.detach()
         pointer = _data_pointer(weight)
         if pointer == self._pointer:
+            _parameter_hooks.untrack(self._weight, self)
             self._weight = weight
+            _parameter_hooks.track(weight, self)
             return
         self.unbind()
         if weight.shape != self.mean.shape or np.dtype(weight.dtype) != self.mean.dtype:
@@ -209,37 +265,43 @@ class DeferredAdamState:
             raise RuntimeError("could not register the deferred Adam state of a weight of shape "
                                "%s (code %d)" % (weight.shape, status))
         self._weight, self._pointer, self._owner = weight, pointer, owner
-        # The finalizer keeps the arrays alive until the registry has forgotten them.
-        self._arrays = [self.mean, self.var, self.last_step, self.history]
-        self._finalizer = weakref.finalize(self, _unregister, pointer, owner, self._arrays)
-        _states_by_pointer[pointer] = self
+        # The finalizer holds the state's attributes (its arrays) until the
+        # registry has forgotten them, and flushes the weight if the state is
+        # dropped with rows behind. At interpreter exit there is no one to read.
+        self._finalizer = weakref.finalize(self, _release, self.__dict__, pointer, owner)
+        self._finalizer.atexit = False
+        _parameter_hooks.track(weight, self)
 
     def unbind(self):
-        """Unregister the state (waiting for pending work on its arrays first)."""
+        """Flush the bound weight and unregister the state (no-op when unbound)."""
         if self._finalizer is not None:
-            # Forward passes already queued may still look the weight up.
-            mx.nd.waitall()
+            _parameter_hooks.untrack(self._weight, self)
             self._finalizer()
-            if _states_by_pointer.get(self._pointer) is self:
-                del _states_by_pointer[self._pointer]
         self._unbind_state()
+
+    def detach(self):
+        """Flush, then forget the bound weight (it is about to be replaced or dropped).
+
+        The next update binds the state to the weight it is given, every row
+        up to date.
+        """
+        self.unbind()
 
     def _grow_history(self, needed):
         capacity = self.history.shape[0]
         while capacity <= needed:
             capacity *= 2
-        # Queued forward passes read the history through the registry, outside
-        # the engine's view: wait for them, copy, then swap the pointer.
-        mx.nd.waitall()
-        grown = mx.nd.zeros((capacity, 3), ctx=self.history.context, dtype=np.float32)
-        grown[:self.history.shape[0]] = self.history
-        grown.wait_to_read()
+        old = self.history
+        grown = mx.nd.zeros((capacity, 3), ctx=old.context, dtype=np.float32)
+        grown[:old.shape[0]] = old  # queued after the updates that wrote `old`
         if self._pointer is not None:
-            status = _library().gluon_sparse_deferred_set_history(
-                self._pointer, self._owner, _data_pointer(grown), capacity)
-            if status != 0:
-                raise RuntimeError("could not re-register the deferred Adam history")
-            self._arrays[3] = grown
+            # Forward passes already queued read `old` through the registry: the
+            # registry switches to `grown` in engine order, after them and the
+            # copy, while this thread goes on (no wait: Ctrl-C stays prompt).
+            _engine_calls.push(functools.partial(_swap_history, self._pointer, self._owner,
+                                                 grown, old, capacity),
+                               self._weight.context, [self._weight, grown],
+                               "gluon_sparse_deferred_grow_history")
         self.history = grown
         logger.debug("deferred Adam history grown to %d steps", capacity)
 
@@ -271,7 +333,7 @@ class DeferredAdamState:
             # A fresh state (mean = var = 0) is up to date with any step before its
             # first update: the zero history records before it (lr = wd = 0) are
             # no-ops, skipped by the replay as fixed points.
-            self.step = step - 1
+            self.step = self._synced_step = step - 1
             self._started = True
         if step != self.step + 1:
             raise RuntimeError("deferred Adam: the optimizer is at update %d of this weight but "
@@ -289,12 +351,11 @@ class DeferredAdamState:
         self.step = step
 
     def flush(self):
-        """Bring every row of the bound weight up to date (asynchronous, engine-ordered)."""
-        if self._weight is None or self.step == 0:
-            return
-        mx.nd.gs_adam_deferred_flush(self._weight, self.mean, self.var, self.last_step,
-                                     self.history, out=self._weight, step=self.step,
-                                     beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon)
+        """Bring every row of the bound weight up to date (asynchronous, engine-ordered).
+
+        Free when no update happened since the last flush.
+        """
+        _flush(self.__dict__)
 
     def nbytes(self):
         """Bytes of the deferral's own state: ``last_step`` plus the history.
@@ -318,6 +379,11 @@ class DeferredAdamState:
         self.last_step, self.history = state["last_step"], state["history"]
         self.step, self._started = state["step"], state["started"]
         self.beta1, self.beta2, self.epsilon = state["beta1"], state["beta2"], state["epsilon"]
+        # The saved state was flushed, and the weights it is loaded for are taken
+        # as they are (as Trainer.load_states does for eager Adam): every row is
+        # up to date with the loaded mean and var.
+        self.last_step[:] = self.step
+        self._synced_step = self.step
         # Bound to its weight at the next update (Trainer.load_states has no weight to give).
         self._unbind_state()
 
@@ -325,20 +391,6 @@ class DeferredAdamState:
 def _parameter_of(optimizer, index):
     param_dict = getattr(optimizer, "param_dict", None) or {}
     return param_dict.get(index)
-
-
-def _patch_reduce(param):
-    """Flush before ``param._reduce`` (what save_parameters and export read)."""
-    if getattr(param, "_gluon_sparse_flushes", False):
-        return
-    reduce_values = param._reduce
-
-    def _reduce():
-        flush(param)
-        return reduce_values()
-
-    param._reduce = _reduce
-    param._gluon_sparse_flushes = True
 
 
 def create_state(optimizer, index, weight):
@@ -390,7 +442,6 @@ def create_state(optimizer, index, weight):
     lazy_zeros = optimizer._get_wd(index) == 0
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
                               lazy_zeros=lazy_zeros)
-    _patch_reduce(param)
     _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
     return state
 
@@ -437,7 +488,6 @@ def update(optimizer, index, weight, grad, state):
     param = _parameter_of(optimizer, index)
     several_devices = False
     if param is not None:
-        _patch_reduce(param)
         several_devices = param._data is not None and len(param._data) > 1
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
@@ -458,7 +508,7 @@ def _states_of(obj):
     if isinstance(obj, mx.gluon.Parameter):
         if obj._data is None:
             return []
-        found = (_states_by_pointer.get(_data_pointer(a)) for a in obj.list_data())
+        found = (_parameter_hooks.state_of(a) for a in obj._data)
         return [s for s in found if s is not None]
     if isinstance(obj, mx.gluon.ParameterDict):
         obj = obj.values()
@@ -471,9 +521,12 @@ def _states_of(obj):
 def flush(obj):
     """Bring every deferred row up to date, so that the weights equal standard Adam's.
 
-    Done automatically before ``save_parameters``, ``export`` and
-    ``Trainer.save_states``; call it before reading ``param.data()`` yourself.
-    Asynchronous like any MXNet operator: reading the weights waits for it.
+    Done automatically whenever Gluon reads a weight outside a forward pass or
+    a training step (``param.data()``, ``save_parameters``, ``export``,
+    pickling, ``Trainer.save_states``) and before every write to it; calling
+    it yourself is needed only before reading an NDArray kept from an earlier
+    ``data()`` call. Asynchronous like any MXNet operator: reading the weights
+    waits for it; free when nothing is pending.
 
     Parameters
     ----------
@@ -496,3 +549,6 @@ def state_bytes(obj):
     int
     """
     return sum(state.nbytes() for state in _states_of(obj))
+
+
+_parameter_hooks.install()

@@ -76,10 +76,12 @@ class SparseAdam(mx.optimizer.Adam):
         Standard Adam at the cost of lazy Adam: weights with a row_sparse
         gradient are updated only on the gradient's rows, the other rows catch
         up (bitwise, replaying the steps they missed) when gluon-sparse's blocks
-        read them, and all of them before ``save_parameters``, ``export`` and
-        ``Trainer.save_states``. Call :meth:`flush` (or
-        ``gluon_sparse.optimizer.deferred.flush(trainer)``) before reading a
-        weight yourself. See :mod:`gluon_sparse.optimizer.deferred`.
+        read them, and all of them whenever Gluon reads a weight outside a
+        forward pass or a training step (``param.data()``, ``save_parameters``,
+        ``export``, pickling, ``Trainer.save_states``) or writes one
+        (``set_data``, ``load_parameters``, ``initialize(force_reinit=True)``,
+        a kvstore pull, ``Trainer.load_states``). See
+        :mod:`gluon_sparse.optimizer.deferred` and the optimizer guide.
     **kwargs
         Passed to :class:`mxnet.optimizer.Optimizer`: ``wd``, ``rescale_grad``,
         ``clip_gradient``, ``lr_scheduler``, ``multi_precision``, ``param_dict``, ...

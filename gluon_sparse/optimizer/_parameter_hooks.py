@@ -1,0 +1,258 @@
+"""Gluon hooks that keep deferred optimizer state and the weights it updates in step.
+
+A deferred optimizer (``SparseAdam(deferred=True)``) leaves the rows absent from
+a gradient behind: the weight array alone is then not the model, its optimizer
+state says which rows still owe which steps. The contract, with standard
+(eager) SparseAdam as the reference:
+
+* a **read** of a weight outside a forward pass or a training step
+  (``Parameter.data()``, ``list_data()``, ``_reduce`` hence
+  ``save_parameters``/``export``/``reset_ctx``, pickling) first brings every
+  row up to date;
+* a **write** (``set_data`` hence ``load_parameters``, ``initialize(
+  force_reinit=True)``, ``cast``, ``reset_ctx``, a kvstore ``pull`` into the
+  weight, ``Trainer.load_states`` replacing the optimizer state) is applied as
+  if every row was up to date at that moment: the rows are caught up first,
+  then written, so the result is the eager optimizer's, bit for bit;
+* the forward pass and the training step read the arrays as they are: the
+  product operator (``gluon_sparse_dot``) brings the batch's rows up to date
+  inside the graph, and the update the gradient's rows. A full catch-up there
+  would cost what a standard step costs.
+
+This module is the one place where gluon-sparse changes MXNet's classes for
+that contract. Every hook is a module-level function installed on the class
+(not on instances), so that nets, parameters and trainers stay picklable, and
+each costs one dictionary look-up per array for weights that no deferred state
+tracks. The hooks know deferred states only through :class:`DeferredState`
+(``flush``, ``detach``), so every deferred optimizer gets them.
+
+What no hook can see: an NDArray obtained from ``data()`` and kept across
+training steps is the live weight, not a snapshot; reading it later sees rows
+as they are at that moment (call ``data()`` again), and writing into it
+in place while rows are behind has those rows' missed steps replayed onto the
+written values. ``docs/guide/optimizer.md`` says so.
+
+The hooks, and why each exists:
+
+``Block.__call__``
+    Counts the forward passes running in this thread. Gluon reads every
+    parameter with ``data()`` inside each forward (``HybridBlock.forward``'s
+    parameter dict, ``_call_cached_op``); those reads must not flush.
+``Trainer.step``, ``Trainer.update``
+    Count as the training step: ``Trainer._update`` reads ``list_data()`` to
+    hand the weights to the optimizer, whose update catches its rows up itself.
+``Parameter.data``, ``Parameter.list_data``
+    Reads outside those: flush first (free when nothing is pending).
+``Parameter.set_data``
+    Flush, then write (``Block.load_parameters`` and ``ParameterDict.load``
+    write through it into a live net).
+``Parameter.initialize``, ``Parameter.reset_ctx``, ``Parameter.cast``
+    Replace the arrays: flush, then detach the states from the old arrays; the
+    next update binds them to the new ones, with every row up to date.
+``Parameter.__getstate__``
+    Pickling (``pickle.dumps(net)``) reads the arrays directly: flush first.
+``Updater.set_states``
+    ``Trainer.load_states`` replaces the optimizer states: the weights are
+    first brought up to date under the old ones, which are then detached.
+``KVStore.pull``, ``KVStore.pushpull``
+    Writes into the ``out`` arrays: flush those that are deferred weights.
+"""
+import threading
+import weakref
+
+import mxnet as mx
+
+__all__ = ["DeferredState", "track", "untrack", "state_of", "flush_arrays", "install"]
+
+
+class DeferredState:
+    """What the hooks need from the deferred optimizer state of one weight array.
+
+    Subclasses call :func:`track` when they bind to an array and
+    :func:`untrack` when they let it go.
+    """
+
+    def flush(self):
+        """Bring every row of the bound weight up to date (queued on MXNet's engine)."""
+        raise NotImplementedError
+
+    def detach(self):
+        """Flush, then forget the bound array (it is about to be replaced or dropped)."""
+        raise NotImplementedError
+
+
+# NDArray handle -> the deferred state bound to that array. A state holds its
+# array, so the handle cannot be reused while the entry lives.
+_tracked = weakref.WeakValueDictionary()
+
+
+def track(array, state):
+    """Make ``state`` the deferred state of ``array`` (replacing any other)."""
+    _tracked[array.handle.value] = state
+
+
+def untrack(array, state):
+    """Forget ``state`` as the deferred state of ``array`` (if it still is)."""
+    key = array.handle.value
+    if _tracked.get(key) is state:
+        del _tracked[key]
+
+
+def state_of(array):
+    """The deferred state bound to ``array``, or None."""
+    if not _tracked:
+        return None
+    return _tracked.get(array.handle.value)
+
+
+def flush_arrays(arrays):
+    """Flush the deferred state of each array that has one.
+
+    Parameters
+    ----------
+    arrays : iterable of NDArray (or None)
+    """
+    if not _tracked or arrays is None:
+        return
+    for array in arrays:
+        state = _tracked.get(array.handle.value)
+        if state is not None:
+            state.flush()
+
+
+def _detach_arrays(arrays):
+    if not _tracked or arrays is None:
+        return
+    for array in arrays:
+        state = _tracked.get(array.handle.value)
+        if state is not None:
+            state.detach()
+
+
+class _Depth(threading.local):
+    depth = 0
+
+
+_inside = _Depth()
+_originals = {}
+
+
+def _flat(out):
+    """NDArrays of a kvstore ``out`` argument (an array, a list, or a list of lists)."""
+    if out is None:
+        return []
+    if isinstance(out, mx.nd.NDArray):
+        return [out]
+    arrays = []
+    for item in out:
+        arrays += _flat(item)
+    return arrays
+
+
+# ------------------------------------------------------------------ the hooks
+def _block_call(self, *args):
+    _inside.depth += 1
+    try:
+        return _originals["Block.__call__"](self, *args)
+    finally:
+        _inside.depth -= 1
+
+
+def _trainer_step(self, *args, **kwargs):
+    _inside.depth += 1
+    try:
+        return _originals["Trainer.step"](self, *args, **kwargs)
+    finally:
+        _inside.depth -= 1
+
+
+def _trainer_update(self, *args, **kwargs):
+    _inside.depth += 1
+    try:
+        return _originals["Trainer.update"](self, *args, **kwargs)
+    finally:
+        _inside.depth -= 1
+
+
+def _parameter_data(self, ctx=None):
+    if not _inside.depth:
+        flush_arrays(self._data)
+    return _originals["Parameter.data"](self, ctx)
+
+
+def _parameter_list_data(self):
+    if not _inside.depth:
+        flush_arrays(self._data)
+    return _originals["Parameter.list_data"](self)
+
+
+def _parameter_set_data(self, data):
+    flush_arrays(self._data)
+    return _originals["Parameter.set_data"](self, data)
+
+
+def _parameter_initialize(self, *args, **kwargs):
+    # Only force_reinit replaces initialised arrays; otherwise MXNet warns and returns.
+    force = kwargs.get("force_reinit", args[3] if len(args) > 3 else False)
+    if force:
+        _detach_arrays(self._data)
+    return _originals["Parameter.initialize"](self, *args, **kwargs)
+
+
+def _parameter_reset_ctx(self, ctx):
+    _detach_arrays(self._data)
+    return _originals["Parameter.reset_ctx"](self, ctx)
+
+
+def _parameter_cast(self, dtype):
+    _detach_arrays(self._data)
+    return _originals["Parameter.cast"](self, dtype)
+
+
+def _parameter_getstate(self):
+    flush_arrays(self._data)
+    return self.__dict__
+
+
+def _updater_set_states(self, states):
+    for state in list(self.states.values()):
+        if isinstance(state, DeferredState):
+            state.detach()
+    return _originals["Updater.set_states"](self, states)
+
+
+def _kvstore_pull(self, key, out=None, *args, **kwargs):
+    flush_arrays(_flat(out))
+    return _originals["KVStore.pull"](self, key, out, *args, **kwargs)
+
+
+def _kvstore_pushpull(self, key, value, out=None, *args, **kwargs):
+    flush_arrays(_flat(out))
+    return _originals["KVStore.pushpull"](self, key, value, out, *args, **kwargs)
+
+
+_HOOKS = [
+    (mx.gluon.Block, "__call__", _block_call),
+    (mx.gluon.Trainer, "step", _trainer_step),
+    (mx.gluon.Trainer, "update", _trainer_update),
+    (mx.gluon.Parameter, "data", _parameter_data),
+    (mx.gluon.Parameter, "list_data", _parameter_list_data),
+    (mx.gluon.Parameter, "set_data", _parameter_set_data),
+    (mx.gluon.Parameter, "initialize", _parameter_initialize),
+    (mx.gluon.Parameter, "reset_ctx", _parameter_reset_ctx),
+    (mx.gluon.Parameter, "cast", _parameter_cast),
+    (mx.gluon.Parameter, "__getstate__", _parameter_getstate),
+    (mx.optimizer.Updater, "set_states", _updater_set_states),
+    (mx.kvstore.KVStore, "pull", _kvstore_pull),
+    (mx.kvstore.KVStore, "pushpull", _kvstore_pushpull),
+]
+
+
+def install():
+    """Install the hooks (once; later calls do nothing)."""
+    if _originals:
+        return
+    for cls, name, hook in _HOOKS:
+        _originals["%s.%s" % (cls.__name__, name)] = cls.__dict__.get(name)
+        hook.__doc__ = getattr(cls.__dict__.get(name), "__doc__", None)
+        setattr(cls, name, hook)

@@ -1,0 +1,313 @@
+"""Deferred SparseAdam on every Gluon path that reads or writes a weight.
+
+Each test runs the same sequence with ``SparseAdam(deferred=True)`` and with
+the eager ``SparseAdam`` (the reference) and compares weights, and Adam's mean
+and var where reachable, bitwise: reads outside a forward pass see caught-up
+rows, writes (set_data, load_parameters, force_reinit, kvstore pull,
+load_states, a replaced Trainer) apply as if every row were up to date, nets
+pickle. The batches leave most rows absent for many steps after they moved,
+so a stale row shows.
+"""
+import gc
+import pickle
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
+from gluon_sparse.optimizer import SparseAdam, deferred
+
+IN_UNITS = 300
+KINDS = ["fc", "fm"]
+
+
+def _net(kind, hybrid, seed=0):
+    mx.random.seed(seed)
+    if kind == "fc":
+        net = gluon.nn.HybridSequential()
+        net.add(FullyConnectedSparse(5, activation="tanh", in_units=IN_UNITS),
+                gluon.nn.Dense(1, in_units=5))
+    else:
+        net = FactorizationMachine(3, in_units=IN_UNITS)
+    net.initialize(mx.init.Uniform(0.5))
+    if hybrid:
+        net.hybridize()
+    return net
+
+
+def _batches(num, seed, features):
+    rng = np.random.default_rng(seed)
+    features = np.asarray(features)
+    out = []
+    for _ in range(num):
+        indices = np.concatenate([np.sort(rng.choice(features, 3, replace=False))
+                                  for _ in range(4)]).astype(np.int64)
+        x = mx.nd.sparse.csr_matrix((rng.random(len(indices)).astype("f"), indices,
+                                     np.arange(0, len(indices) + 1, 3)), shape=(4, IN_UNITS))
+        out.append((x, mx.nd.array(rng.random((4, 1)))))
+    return out
+
+
+def _schedule(seed=1):
+    """A few steps over every feature, then many over a tenth of them: most rows
+    moved (non-zero mean) and then stay absent for the rest of the run."""
+    return (_batches(4, seed, np.arange(IN_UNITS))
+            + _batches(25, seed + 1, np.arange(IN_UNITS // 10)))
+
+
+def _train(net, trainer, batches):
+    losses = []
+    for x, y in batches:
+        with autograd.record():
+            out = net(x)
+            loss = ((out.sum(axis=1, keepdims=True) - y) ** 2).mean()
+        loss.backward()
+        trainer.step(1)
+        losses.append(loss.asnumpy())
+    return losses
+
+
+def _trainer(net, is_deferred, wd):
+    return gluon.Trainer(net.collect_params(), SparseAdam(learning_rate=0.05, wd=wd,
+                                                          deferred=is_deferred))
+
+
+def _pair(kind, hybrid, wd):
+    nets = [_net(kind, hybrid), _net(kind, hybrid)]
+    return nets, [_trainer(nets[0], True, wd), _trainer(nets[1], False, wd)]
+
+
+def _train_both(nets, trainers, batches):
+    losses = [_train(net, trainer, batches) for net, trainer in zip(nets, trainers)]
+    for step, (a, b) in enumerate(zip(*losses)):
+        np.testing.assert_array_equal(a, b, err_msg="loss of step %d" % step)
+
+
+def _raw(param):
+    """The weight array as stored, read without the library's hooks."""
+    return param._data[0].asnumpy()
+
+
+def _assert_weights_equal(net_a, net_b, read=_raw):
+    for (name, pa), pb in zip(net_a.collect_params().items(), net_b.collect_params().values()):
+        np.testing.assert_array_equal(read(pa), read(pb), err_msg=name)
+
+
+def _mean_var(trainer, index):
+    state = trainer._updaters[0].states[index]
+    if isinstance(state, deferred.DeferredAdamState):
+        return state.mean.asnumpy(), state.var.asnumpy()
+    return state[0].asnumpy(), state[1].asnumpy()
+
+
+def _assert_all_equal(nets, trainers):
+    """Every weight and every Adam state of the deferred run equal the eager run's."""
+    deferred.flush(trainers[0])
+    _assert_weights_equal(*nets)
+    for index in trainers[1]._updaters[0].states:
+        for got, want in zip(_mean_var(trainers[0], index), _mean_var(trainers[1], index)):
+            np.testing.assert_array_equal(got, want, err_msg="state of parameter %d" % index)
+
+
+GRID = pytest.mark.parametrize("kind, hybrid, wd", [
+    ("fc", False, 0.0), ("fc", True, 0.01), ("fm", True, 0.0), ("fm", False, 0.01)])
+
+
+def _sparse_params(net):
+    return [p for p in net.collect_params().values() if p._grad_stype == "row_sparse"]
+
+
+# --------------------------------------------------------------------- reads
+@GRID
+def test_data_and_list_data_read_caught_up_rows(kind, hybrid, wd):
+    nets, trainers = _pair(kind, hybrid, wd)
+    _train_both(nets, trainers, _schedule())
+    assert deferred.state_bytes(trainers[0]) > 0
+    _assert_weights_equal(*nets, read=lambda p: p.data().asnumpy())
+    _assert_weights_equal(*nets, read=lambda p: p.list_data()[0].asnumpy())
+    # The read brought the optimizer state up to date too.
+    for index in trainers[1]._updaters[0].states:
+        for got, want in zip(_mean_var(trainers[0], index), _mean_var(trainers[1], index)):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pickled_net_holds_caught_up_weights(kind):
+    nets, trainers = _pair(kind, False, 0.01)
+    _train_both(nets, trainers, _schedule())
+    copy = pickle.loads(pickle.dumps(nets[0]))
+    _assert_weights_equal(copy, nets[1])
+    params = pickle.loads(pickle.dumps(nets[0].collect_params()))
+    for pa, pb in zip(params.values(), nets[1].collect_params().values()):
+        np.testing.assert_array_equal(_raw(pa), _raw(pb))
+
+
+def test_reads_inside_forward_and_step_do_not_flush(monkeypatch):
+    """The training step's own reads pay no full catch-up (the forward's op does its rows)."""
+    net = _net("fc", True)
+    trainer = _trainer(net, True, 0.01)
+    _train(net, trainer, _schedule()[:3])
+    flushes = []
+    original = deferred.DeferredAdamState.flush
+    monkeypatch.setattr(deferred.DeferredAdamState, "flush",
+                        lambda self: flushes.append(1) or original(self))
+    _train(net, trainer, _schedule()[5:10])
+    assert not flushes
+    net[0].weight.data()  # outside: one flush, then nothing pending
+    net[0].weight.data()
+    assert len(flushes) == 2
+    # The first read caught every row up; the second found nothing pending.
+    assert all(s._synced_step == s.step for s in deferred._states_of(trainer))
+
+
+# -------------------------------------------------------------------- writes
+@GRID
+def test_load_parameters_into_live_net(kind, hybrid, wd, tmp_path):
+    nets, trainers = _pair(kind, hybrid, wd)
+    batches = _schedule()
+    _train_both(nets, trainers, batches[:12])
+    checkpoint = str(tmp_path / "best.params")
+    nets[1].save_parameters(checkpoint)
+    _train_both(nets, trainers, batches[12:])
+    for net in nets:
+        net.load_parameters(checkpoint)  # "restore the best checkpoint"
+    _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+@GRID
+def test_set_data_into_live_net(kind, hybrid, wd):
+    nets, trainers = _pair(kind, hybrid, wd)
+    _train_both(nets, trainers, _schedule())
+    rng = np.random.default_rng(3)
+    for pa, pb in zip(_sparse_params(nets[0]), _sparse_params(nets[1])):
+        values = mx.nd.array(rng.standard_normal(pa.shape))
+        pa.set_data(values)
+        pb.set_data(values)
+    _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+@pytest.mark.parametrize("kind, hybrid, wd", [("fc", True, 0.01), ("fm", False, 0.0)])
+def test_initialize_force_reinit(kind, hybrid, wd):
+    nets, trainers = _pair(kind, hybrid, wd)
+    _train_both(nets, trainers, _schedule())
+    for net in nets:
+        mx.random.seed(11)
+        net.initialize(mx.init.Uniform(0.3), force_reinit=True)
+    _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+@pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
+def test_kvstore_pull_into_weights(kind, wd):
+    nets, trainers = _pair(kind, True, wd)
+    # NDArrays taken before training: a pull into them goes through no Parameter method.
+    held = [_sparse_params(net)[0]._data[0] for net in nets]
+    _train_both(nets, trainers, _schedule())
+    kv = mx.kv.create("local")
+    values = mx.nd.array(np.random.default_rng(5).standard_normal(held[0].shape))
+    kv.init("w", values)
+    for array in held:
+        kv.pull("w", out=array)
+    _train_both(nets, trainers, _batches(10, 7, np.arange(IN_UNITS // 5)))
+    for array in held:
+        kv.pushpull("w", values * 0.5, out=array)
+    _train_both(nets, trainers, _batches(10, 8, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+@pytest.mark.parametrize("kind, hybrid, wd", [("fc", True, 0.01), ("fm", True, 0.0)])
+def test_load_states_into_live_trainer(kind, hybrid, wd, tmp_path):
+    nets, trainers = _pair(kind, hybrid, wd)
+    batches = _schedule()
+    _train_both(nets, trainers, batches[:10])
+    files = [str(tmp_path / ("%d.states" % i)) for i in range(2)]
+    for trainer, path in zip(trainers, files):
+        trainer.save_states(path)
+    _train_both(nets, trainers, batches[10:])
+    for trainer, path in zip(trainers, files):
+        trainer.load_states(path)
+    # Every row is up to date with the loaded mean and var, as the eager run's.
+    _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+@pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
+def test_replaced_trainer_leaves_weights_caught_up(kind, wd):
+    nets, trainers = _pair(kind, True, wd)
+    _train_both(nets, trainers, _schedule())
+    del trainers
+    gc.collect()
+    # A new Trainer (fresh Adam state) on the same, live parameters.
+    trainers = [_trainer(nets[0], True, wd), _trainer(nets[1], False, wd)]
+    _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+def test_save_parameters_and_states_mid_run_change_nothing(tmp_path):
+    # A regression guard (these paths were right before the hooks): the saves'
+    # flushes leave the run on the eager run's trajectory.
+    nets, trainers = _pair("fc", True, 0.01)
+    batches = _schedule()
+    _train_both(nets, trainers, batches[:8])
+    nets[0].save_parameters(str(tmp_path / "net.params"))
+    nets[0].export(str(tmp_path / "net"))
+    trainers[0].save_states(str(tmp_path / "net.states"))
+    _train_both(nets, trainers, batches[8:])
+    _assert_all_equal(nets, trainers)
+    loaded = _net("fc", False, seed=5)
+    loaded.load_parameters(str(tmp_path / "net.params"))
+    assert not np.array_equal(_raw(loaded[0].weight), _raw(nets[1][0].weight))  # older weights
+
+
+def test_reset_ctx_keeps_training_exact():
+    # A regression guard: reset_ctx replaces the arrays; the state follows them.
+    nets, trainers = _pair("fc", False, 0.01)
+    _train_both(nets, trainers, _schedule())
+    for net in nets:
+        net.collect_params().reset_ctx(mx.cpu(0))
+    _train_both(nets, trainers, _batches(10, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
+def test_two_devices_read_and_restore(tmp_path):
+    """Every device's copy: list_data() caught up, load_parameters exact on both."""
+    from gluon_sparse.distributed.split import split_and_load_batch
+
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    nets = [_net("fc", True), _net("fc", True)]
+    trainers = []
+    for net, is_deferred in zip(nets, [True, False]):
+        net.collect_params().reset_ctx(contexts)
+        trainers.append(gluon.Trainer(net.collect_params(),
+                                      SparseAdam(learning_rate=0.05, wd=0.01, deferred=is_deferred),
+                                      kvstore="local", update_on_kvstore=False))
+
+    def train(batches):
+        for net, trainer in zip(nets, trainers):
+            for x, y in batches:
+                xs, ys = split_and_load_batch(x, y, contexts)
+                with autograd.record():
+                    losses = [((net(xp).sum(axis=1, keepdims=True) - yp) ** 2).mean()
+                              for xp, yp in zip(xs, ys)]
+                autograd.backward(losses)
+                trainer.step(1)
+
+    def assert_equal():
+        for pa, pb in zip(nets[0].collect_params().values(), nets[1].collect_params().values()):
+            for a, b in zip(pa.list_data(), pb.list_data()):
+                np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=pa.name)
+
+    batches = _schedule()
+    train(batches[:12])
+    checkpoint = str(tmp_path / "two.params")
+    nets[1].save_parameters(checkpoint)
+    train(batches[12:])
+    assert_equal()
+    for net in nets:
+        net.load_parameters(checkpoint, ctx=contexts)
+    train(_batches(10, 7, np.arange(IN_UNITS // 5)))
+    assert_equal()
