@@ -65,9 +65,6 @@ namespace gd = gluon_sparse::adam::deferred;
 constexpr const char* kUpdateName = "gs_adam_deferred_update";
 constexpr const char* kFlushName = "gs_adam_deferred_flush";
 
-// Below this many elements one thread is faster than waking the OpenMP team.
-constexpr int64_t kParallelWork = 1 << 16;
-
 using Attrs = std::unordered_map<std::string, std::string>;
 
 /*! \brief The parameters of both operators, parsed as the eager operator parses them. */
@@ -263,13 +260,18 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   T* weight = static_cast<T*>(a.weight);
   T* mean = static_cast<T*>(a.mean);
   T* var = static_cast<T*>(a.var);
-  // Every check runs before any memory is written.
+  // Every check runs before any memory is written. `work` counts element
+  // operations: the step of every gradient row, plus the replay of catch_up rows.
+  int64_t work = a.nnz * a.cols;
+  bool any_behind = false;
   for (int64_t k = 0; k < a.nnz; ++k) {
     const int64_t row = a.indices[k];
     const int64_t row_step = a.last_step[row];
     if (row_step == p.step - 1) continue;
     if (row_step >= p.step || row_step < 0) return report_stale_row(row, row_step, p.step);
     const int64_t offset = row * a.cols;
+    any_behind = true;
+    if (p.catch_up) work += (p.step - 1 - row_step) * a.cols;
     if (!p.catch_up && !gd::is_fixed_point(a.cols, mean + offset, var + offset, a.history,
                                            row_step, p.step - 1)) {
       return report_stale_row(row, row_step, p.step);
@@ -281,15 +283,15 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   const T* grad = static_cast<const T*>(a.grad);
   const bool clip = p.clip_gradient >= 0.0f;
   const gd::FixedScalars fixed{p.beta1, p.beta2, p.epsilon};
-#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
-    schedule(static) if (a.nnz * a.cols >= kParallelWork)
-  for (int64_t k = 0; k < a.nnz; ++k) {
+  // Rows behind: catch_up rows, or fixed points (checked above), skipped at once.
+  const gd::ReplayHints hints = gd::scan_history(a.history, any_behind ? p.step - 1 : 0);
+  gluon_sparse::parallel_dynamic(a.nnz, 16, gluon_sparse::team_size(work, a.nnz), [&](int64_t k) {
     const int64_t row = a.indices[k];
     const int64_t offset = row * a.cols;
     if (a.last_step[row] < p.step - 1) {
       // catch_up (rows read by another device), or a fixed point (replay skips it).
       gd::replay_row<T>(a.cols, weight + offset, mean + offset, var + offset, a.history, fixed,
-                        a.last_step[row], p.step - 1);
+                        a.last_step[row], p.step - 1, hints);
     }
     if (clip) {
       ga::update_row_with_grad<true>(a.cols, weight + offset, mean + offset, var + offset,
@@ -299,7 +301,7 @@ bool update_cpu_typed(const Params& p, const Args& a) {
                                       grad + k * a.cols, s);
     }
     a.last_step[row] = p.step;
-  }
+  });
   return true;
 }
 
@@ -321,16 +323,18 @@ bool flush_cpu_typed(const Params& p, const Args& a, const gd::FixedScalars& fix
     }
   }
   // Dynamic scheduling: most rows are up to date (free), a few replay many steps.
-#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
-    schedule(dynamic, 256) if (a.num_rows * a.cols >= kParallelWork)
-  for (int64_t row = 0; row < a.num_rows; ++row) {
+  const gd::ReplayHints hints = gd::scan_history(a.history, p.step);
+  int64_t work = 0;
+  for (int64_t row = 0; row < a.num_rows; ++row) work += (p.step - a.last_step[row]) * a.cols;
+  gluon_sparse::parallel_dynamic(a.num_rows, 256, gluon_sparse::team_size(work, a.num_rows),
+                                 [&](int64_t row) {
     const int64_t row_step = a.last_step[row];
-    if (row_step == p.step) continue;
+    if (row_step == p.step) return;
     const int64_t offset = row * a.cols;
     gd::replay_row<T>(a.cols, weight + offset, mean + offset, var + offset, a.history, fixed,
-                      row_step, p.step);
+                      row_step, p.step, hints);
     a.last_step[row] = p.step;
-  }
+  });
   return true;
 }
 

@@ -54,9 +54,6 @@ constexpr const char* kOpName = "gs_adam_update";
 enum Input { kWeight = 0, kGrad = 1, kMean = 2, kVar = 3, kNumInputs = 4 };
 const char* const kInputNames[] = {"weight", "grad", "mean", "var"};
 
-// Below this many elements one thread is faster than waking the OpenMP team.
-constexpr int64_t kMinElementsPerThread = 1 << 15;
-
 /*! \brief The operator's parameters, parsed as C floats exactly as MXNet's AdamParam. */
 struct AdamParams {
   bool has_lr = false;
@@ -271,14 +268,11 @@ void update_rows(const ga::AdamScalars<T>& s, const UpdateArgs& a, int64_t begin
  */
 template <bool kClip, typename T>
 void update_cpu(const ga::AdamScalars<T>& s, const UpdateArgs& a, bool flush_denormals) {
-  const bool parallel = a.num_rows * a.cols >= 2 * kMinElementsPerThread;
-#pragma omp parallel num_threads(gluon_sparse::omp_threads()) if (parallel)
-  {
+  const int team = gluon_sparse::team_size(a.num_rows * a.cols, a.num_rows);
+  gluon_sparse::parallel_blocks(a.num_rows, team, [&](int64_t begin, int64_t end) {
     const FlushDenormals mode(flush_denormals);  // MXCSR is per thread
-    const int64_t threads = omp_get_num_threads();
-    const int64_t tid = omp_get_thread_num();
-    update_rows<kClip, T>(s, a, a.num_rows * tid / threads, a.num_rows * (tid + 1) / threads);
-  }
+    update_rows<kClip, T>(s, a, begin, end);
+  });
 }
 
 template <typename T>

@@ -43,10 +43,6 @@ using namespace mxnet::ext;
 
 namespace {
 
-// Below this many multiply-adds an OpenMP region costs more than it saves
-// (the target workload is ~100 non-zeros x 128 units per step).
-constexpr int64_t kParallelWork = 1 << 16;
-
 /*! \brief A CSR matrix as raw pointers, validated against the operand shapes. */
 template <typename T>
 struct CsrView {
@@ -113,22 +109,23 @@ void CompressDense(const T* dense, int64_t batch, int64_t in_units, std::vector<
 /*! \brief out[r, :] = sum over the row's entries of x * weight[col, :] (x^2 * weight^2 if squared). */
 template <typename T>
 void ForwardCpu(const CsrView<T>& x, const T* weight, int64_t units, bool squared, T* out) {
-  const bool parallel = x.nnz * units >= kParallelWork && x.batch > 1;
-#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) schedule(static) if (parallel)
-  for (int64_t r = 0; r < x.batch; ++r) {
-    T* dst = out + r * units;
-    std::fill(dst, dst + units, T(0));
-    for (int64_t k = x.indptr[r]; k < x.indptr[r + 1]; ++k) {
-      const T* w = weight + x.cols[k] * units;
-      const T v = x.vals[k];
-      if (squared) {
-        const T v2 = v * v;
-        for (int64_t u = 0; u < units; ++u) dst[u] += v2 * w[u] * w[u];
-      } else {
-        for (int64_t u = 0; u < units; ++u) dst[u] += v * w[u];
+  const int team = gluon_sparse::team_size(x.nnz * units + x.batch * units, x.batch);
+  gluon_sparse::parallel_blocks(x.batch, team, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      T* dst = out + r * units;
+      std::fill(dst, dst + units, T(0));
+      for (int64_t k = x.indptr[r]; k < x.indptr[r + 1]; ++k) {
+        const T* w = weight + x.cols[k] * units;
+        const T v = x.vals[k];
+        if (squared) {
+          const T v2 = v * v;
+          for (int64_t u = 0; u < units; ++u) dst[u] += v2 * w[u] * w[u];
+        } else {
+          for (int64_t u = 0; u < units; ++u) dst[u] += v * w[u];
+        }
       }
     }
-  }
+  });
 }
 
 /*!
@@ -169,26 +166,27 @@ void WeightGradCpu(const CsrView<T>& x, const T* ograd, const T* weight, int64_t
     for (int64_t k = x.indptr[r]; k < x.indptr[r + 1]; ++k) row_of[k] = r;
   }
   const int64_t num_rows = static_cast<int64_t>(starts.size()) - 1;
-  const bool parallel = x.nnz * units >= kParallelWork && num_rows > 1;
-#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) schedule(static) if (parallel)
-  for (int64_t j = 0; j < num_rows; ++j) {
-    const int64_t col = x.cols[order[starts[j]]];
-    row_ids[j] = col;
-    T* dst = grad + j * units;
-    std::fill(dst, dst + units, T(0));
-    for (int64_t i = starts[j]; i < starts[j + 1]; ++i) {
-      const int64_t k = order[i];
-      const T* g = ograd + row_of[k] * units;
-      const T v = x.vals[k];
-      if (squared) {
-        const T* w = weight + col * units;
-        const T scale = T(2) * v * v;
-        for (int64_t u = 0; u < units; ++u) dst[u] += scale * w[u] * g[u];
-      } else {
-        for (int64_t u = 0; u < units; ++u) dst[u] += v * g[u];
+  const int team = gluon_sparse::team_size(x.nnz * units + num_rows * units, num_rows);
+  gluon_sparse::parallel_blocks(num_rows, team, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t col = x.cols[order[starts[j]]];
+      row_ids[j] = col;
+      T* dst = grad + j * units;
+      std::fill(dst, dst + units, T(0));
+      for (int64_t i = starts[j]; i < starts[j + 1]; ++i) {
+        const int64_t k = order[i];
+        const T* g = ograd + row_of[k] * units;
+        const T v = x.vals[k];
+        if (squared) {
+          const T* w = weight + col * units;
+          const T scale = T(2) * v * v;
+          for (int64_t u = 0; u < units; ++u) dst[u] += scale * w[u] * g[u];
+        } else {
+          for (int64_t u = 0; u < units; ++u) dst[u] += v * g[u];
+        }
       }
     }
-  }
+  });
 }
 
 bool ParseSquared(const std::unordered_map<std::string, std::string>& attrs, bool* squared) {
