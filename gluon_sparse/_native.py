@@ -38,20 +38,35 @@ def build_info():
     Returns
     -------
     dict
-        ``{'mxnet_version': str, 'cuda': bool, 'omp_threads': int, 'path': str}``;
-        ``omp_threads`` is the number of threads the CPU operators use
-        (``MXNET_OMP_MAX_THREADS``, else ``OMP_NUM_THREADS``, else every CPU
-        of the process's affinity mask).
+        ``{'mxnet_version': str, 'cuda': bool, 'omp_threads': int, 'grain': int,
+        'path': str}``; ``omp_threads`` is the largest team the CPU operators
+        use (``MXNET_OMP_MAX_THREADS``, else ``OMP_NUM_THREADS``, else every
+        CPU of the process's affinity mask) and ``grain`` the work (element
+        operations) per thread below which a kernel stays serial.
     """
     if not os.path.exists(OPS_LIBRARY):
         raise _missing(OPS_LIBRARY)
     # RTLD_LOCAL handle used only to read the build stamp; MXNet maps its own.
     lib = ctypes.CDLL(OPS_LIBRARY)
     lib.gluon_sparse_build_mxnet_version.restype = ctypes.c_char_p
+    lib.gluon_sparse_grain.restype = ctypes.c_int64
     return {"mxnet_version": lib.gluon_sparse_build_mxnet_version().decode(),
             "cuda": bool(lib.gluon_sparse_built_with_cuda()),
             "omp_threads": int(lib.gluon_sparse_omp_threads()),
+            "grain": int(lib.gluon_sparse_grain()),
             "path": OPS_LIBRARY}
+
+
+def _set_parallelism(grain=0, threads=0):
+    """Force the CPU kernels' grain and largest team (0: the defaults). For tests only.
+
+    ``grain=1, threads=2`` runs every kernel with two or more items on two
+    threads; a huge grain runs every kernel serially. Results must not change.
+    """
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
+    lib.gluon_sparse_set_parallelism.argtypes = [ctypes.c_int64, ctypes.c_int]
+    lib.gluon_sparse_set_parallelism(int(grain), int(threads))
 
 
 def load_ops():
