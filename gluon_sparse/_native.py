@@ -27,7 +27,39 @@ _ops_loaded = False
 _io_lib = None
 
 
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _installed_copies():
+    """Other gluon_sparse packages on sys.path that do hold the built library."""
+    import sys
+    found = []
+    for entry in sys.path:
+        candidate = os.path.join(os.path.abspath(entry or os.curdir), "gluon_sparse")
+        if (os.path.realpath(candidate) != os.path.realpath(PACKAGE_DIR)
+                and os.path.exists(os.path.join(candidate, "lib", os.path.basename(OPS_LIBRARY)))):
+            found.append(candidate)
+    return found
+
+
 def _missing(path):
+    """The ImportError for a missing native library, saying why and what to do.
+
+    A source checkout imported instead of the installed package (Python puts
+    the current directory first on sys.path, so running it from the repository
+    root after a non-editable ``pip install .`` does that) is the usual cause,
+    and is named as such.
+    """
+    root = os.path.dirname(PACKAGE_DIR)
+    if os.path.exists(os.path.join(root, "setup.py")):
+        installed = _installed_copies()
+        where = (" The installed package is at %s." % installed[0]) if installed else ""
+        return ImportError(
+            "gluon-sparse's native library %s is missing: you are importing the source tree "
+            "at %s (Python looks in the current directory first), whose libraries were not "
+            "built.%s Run Python from another directory to use the installed package, or "
+            "build this tree in place: `cd %s && python setup.py build_ext --inplace` (or "
+            "`pip install -e .`)." % (path, PACKAGE_DIR, where, root))
     return ImportError("gluon-sparse's native library %s is missing: it was not built. %s"
                        % (path, _REBUILD_HINT))
 
