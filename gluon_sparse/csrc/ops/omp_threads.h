@@ -18,11 +18,15 @@
  * paid for that on every kernel. So a kernel runs serially, with no parallel
  * region at all, below two grains of work, and above that with a team of no
  * more than work / grain threads (capped by omp_threads()). The grain is in
- * "element operations" (one float of one row through one kernel step) and
- * was measured with benchmarks/bench_grain.py: each kernel forced serial and
- * forced onto 2 threads (test knob below) at growing work, inside MXNet's
- * engine, on the project's 2-core x86 machine; the grain is half the work at
- * which two threads first beat one (see kGrain and RESULTS.md, "Grain").
+ * "element operations" (one float of one row through one kernel step).
+ * benchmarks/bench_grain.py measures it: each kernel forced serial and forced
+ * onto 2 threads (test knob below) at growing work, inside MXNet's engine.
+ * kGrain = 2^15 keeps the thresholds the kernels had before (2-thread regions
+ * from 2^16 element operations), with which eager Adam reached 89-92% of copy
+ * bandwidth on the 2-core x86 machine. Its re-measurement on 2026-11-23 ran
+ * at load average 8 (other jobs on both cores): two threads then lost at every
+ * size up to 2^21, so it could not place the crossover lower or higher; see
+ * RESULTS.md, "Grain". Re-run bench_grain.py on a quiet machine to refine it.
  * The defaults are the fast path: no environment variable is needed.
  *
  * Results never depend on the team: every kernel gives each output element
@@ -41,13 +45,8 @@
 namespace gluon_sparse {
 
 /*!
- * \brief Element operations below which one more thread does not pay.
- *
- * Measured (bench_grain.py, 2026-11-23): two threads first beat one at about
- * 2^16 element operations for the memory-bound kernels (eager Adam, dot
- * forward and weight gradient, the deferred update); the replay of skipped
- * steps (a sqrt and a division per element-step) crosses earlier, but
- * counting its work in element-steps puts it on the same scale.
+ * \brief Element operations below which one more thread does not pay: a kernel
+ *        needs 2 x kGrain of work for a team of two (see the file comment).
  */
 constexpr int64_t kGrain = int64_t(1) << 15;
 
