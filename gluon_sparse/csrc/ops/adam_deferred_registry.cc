@@ -118,8 +118,17 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   const int64_t cols = e->cols, step = e->step, count = static_cast<int64_t>(rows.size());
   gd::extend_hints(e->history, step, &e->hints);
   const gd::ReplayHints& hints = e->hints;
+  // Work in element-steps; a zero row with no weight decay since its last step
+  // is skipped at once by the replay, so it costs nothing (a batch of fresh rows
+  // must not open a parallel region).
   int64_t work = 0;
-  for (int64_t row : rows) work += (step - e->last_step[row]) * cols;
+  for (int64_t row : rows) {
+    const int64_t from = e->last_step[row];
+    if (hints.last_wd <= from && gd::state_is_zero(cols, mean + row * cols, var + row * cols)) {
+      continue;
+    }
+    work += (step - from) * cols;
+  }
   // Rows are distinct, so threads never share one; dynamic scheduling because
   // the rows' gaps (steps to replay) differ by orders of magnitude.
   gluon_sparse::parallel_dynamic(count, 4, gluon_sparse::team_size(work, count), [&](int64_t i) {
