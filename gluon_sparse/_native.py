@@ -27,7 +27,39 @@ _ops_loaded = False
 _io_lib = None
 
 
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _installed_copies():
+    """Other gluon_sparse packages on sys.path that do hold the built library."""
+    import sys
+    found = []
+    for entry in sys.path:
+        candidate = os.path.join(os.path.abspath(entry or os.curdir), "gluon_sparse")
+        if (os.path.realpath(candidate) != os.path.realpath(PACKAGE_DIR)
+                and os.path.exists(os.path.join(candidate, "lib", os.path.basename(OPS_LIBRARY)))):
+            found.append(candidate)
+    return found
+
+
 def _missing(path):
+    """The ImportError for a missing native library, saying why and what to do.
+
+    A source checkout imported instead of the installed package (Python puts
+    the current directory first on sys.path, so running it from the repository
+    root after a non-editable ``pip install .`` does that) is the usual cause,
+    and is named as such.
+    """
+    root = os.path.dirname(PACKAGE_DIR)
+    if os.path.exists(os.path.join(root, "setup.py")):
+        installed = _installed_copies()
+        where = (" The installed package is at %s." % installed[0]) if installed else ""
+        return ImportError(
+            "gluon-sparse's native library %s is missing: you are importing the source tree "
+            "at %s (Python looks in the current directory first), whose libraries were not "
+            "built.%s Run Python from another directory to use the installed package, or "
+            "build this tree in place: `cd %s && python setup.py build_ext --inplace` (or "
+            "`pip install -e .`)." % (path, PACKAGE_DIR, where, root))
     return ImportError("gluon-sparse's native library %s is missing: it was not built. %s"
                        % (path, _REBUILD_HINT))
 
@@ -38,20 +70,35 @@ def build_info():
     Returns
     -------
     dict
-        ``{'mxnet_version': str, 'cuda': bool, 'omp_threads': int, 'path': str}``;
-        ``omp_threads`` is the number of threads the CPU operators use
-        (``MXNET_OMP_MAX_THREADS``, else ``OMP_NUM_THREADS``, else every CPU
-        of the process's affinity mask).
+        ``{'mxnet_version': str, 'cuda': bool, 'omp_threads': int, 'grain': int,
+        'path': str}``; ``omp_threads`` is the largest team the CPU operators
+        use (``MXNET_OMP_MAX_THREADS``, else ``OMP_NUM_THREADS``, else every
+        CPU of the process's affinity mask) and ``grain`` the work (element
+        operations) per thread below which a kernel stays serial.
     """
     if not os.path.exists(OPS_LIBRARY):
         raise _missing(OPS_LIBRARY)
     # RTLD_LOCAL handle used only to read the build stamp; MXNet maps its own.
     lib = ctypes.CDLL(OPS_LIBRARY)
     lib.gluon_sparse_build_mxnet_version.restype = ctypes.c_char_p
+    lib.gluon_sparse_grain.restype = ctypes.c_int64
     return {"mxnet_version": lib.gluon_sparse_build_mxnet_version().decode(),
             "cuda": bool(lib.gluon_sparse_built_with_cuda()),
             "omp_threads": int(lib.gluon_sparse_omp_threads()),
+            "grain": int(lib.gluon_sparse_grain()),
             "path": OPS_LIBRARY}
+
+
+def _set_parallelism(grain=0, threads=0):
+    """Force the CPU kernels' grain and largest team (0: the defaults). For tests only.
+
+    ``grain=1, threads=2`` runs every kernel with two or more items on two
+    threads; a huge grain runs every kernel serially. Results must not change.
+    """
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
+    lib.gluon_sparse_set_parallelism.argtypes = [ctypes.c_int64, ctypes.c_int]
+    lib.gluon_sparse_set_parallelism(int(grain), int(threads))
 
 
 def load_ops():

@@ -220,6 +220,7 @@ _SANITIZER_DRIVER = r"""
 #include <cstdio>
 #include <vector>
 #include "adam_op.cc"
+#include "adam_op_cpu.cc"
 #include "omp_threads.cc"
 
 static int run(std::vector<int64_t> idx, int64_t rows, int64_t cols, int64_t weight_rows_stored,
@@ -243,7 +244,7 @@ static int run(std::vector<int64_t> idx, int64_t rows, int64_t cols, int64_t wei
   OpResource res(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   std::unordered_map<std::string, std::string> attrs = {{"lr", "0.1"}, {"wd", "0.01"},
                                                         {"clip_gradient", "1"}};
-  return forward_cpu(attrs, &in, &out, res) == MX_SUCCESS ? 1 : 0;
+  return gluon_sparse::adam::compute_cpu(attrs, &in, &out, res) == MX_SUCCESS ? 1 : 0;
 }
 
 int main() {

@@ -33,9 +33,6 @@ constexpr int kFloat64 = 1;
 constexpr int kCpu = 1;
 constexpr int kGpu = 2;
 
-// Below this many replayed elements one thread is faster than waking the team.
-constexpr int64_t kParallelWork = 1 << 16;
-
 /*! \brief One registered weight: where its state lives and the step it has reached. */
 struct Entry {
   std::mutex mutex;  //!< serialises refreshes and guards every field below
@@ -52,6 +49,7 @@ struct Entry {
   int device = kCpu;
   gd::FixedScalars fixed{};
   int64_t step = 0;
+  gd::ReplayHints hints;  //!< of history[1..hints.scanned], extended as steps come
 };
 
 std::mutex registry_mutex;
@@ -118,19 +116,28 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   T* mean = static_cast<T*>(e->mean);
   T* var = static_cast<T*>(e->var);
   const int64_t cols = e->cols, step = e->step, count = static_cast<int64_t>(rows.size());
+  gd::extend_hints(e->history, step, &e->hints);
+  const gd::ReplayHints& hints = e->hints;
+  // Work in element-steps; a zero row with no weight decay since its last step
+  // is skipped at once by the replay, so it costs nothing (a batch of fresh rows
+  // must not open a parallel region).
   int64_t work = 0;
-  for (int64_t row : rows) work += (step - e->last_step[row]) * cols;
+  for (int64_t row : rows) {
+    const int64_t from = e->last_step[row];
+    if (hints.last_wd <= from && gd::state_is_zero(cols, mean + row * cols, var + row * cols)) {
+      continue;
+    }
+    work += (step - from) * cols;
+  }
   // Rows are distinct, so threads never share one; dynamic scheduling because
   // the rows' gaps (steps to replay) differ by orders of magnitude.
-#pragma omp parallel for num_threads(gluon_sparse::omp_threads()) \
-    schedule(dynamic, 4) if (work >= kParallelWork && count > 1)
-  for (int64_t i = 0; i < count; ++i) {
+  gluon_sparse::parallel_dynamic(count, 4, gluon_sparse::team_size(work, count), [&](int64_t i) {
     const int64_t row = rows[i];
     const int64_t offset = row * cols;
     gd::replay_row<T>(cols, weight + offset, mean + offset, var + offset, e->history, e->fixed,
-                      e->last_step[row], step);
+                      e->last_step[row], step, hints);
     e->last_step[row] = step;
-  }
+  });
 }
 
 }  // namespace

@@ -25,77 +25,24 @@
  * (lib_api.h keeps every message a library has produced: the last line of the
  * "Extension Traceback" is the current one.)
  *
- * Layout: compute functions, then attribute functions, then REGISTER_OP.
+ * Files: this one (parameters, argument checks, attributes, registration),
+ * adam_op_cpu.cc and adam_op_gpu.cc (compute), adam_kernels.h / .cu (math).
  */
-#include <omp.h>
-
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "adam_kernels.h"
-#include "mxnet/lib_api.h"
-#include "row_index_errors.h"
-#include "omp_threads.h"
-#if GLUON_SPARSE_WITH_CUDA
-#include "adam_kernels_cuda.h"
-#endif
+#include "adam_op.h"
 
 using namespace mxnet::ext;
 
-namespace {
+namespace gluon_sparse {
+namespace adam {
 
-namespace ga = gluon_sparse::adam;
+const char* const kInputNames[kNumInputs] = {"weight", "grad", "mean", "var"};
 
-constexpr const char* kOpName = "gs_adam_update";
-enum Input { kWeight = 0, kGrad = 1, kMean = 2, kVar = 3, kNumInputs = 4 };
-const char* const kInputNames[] = {"weight", "grad", "mean", "var"};
-
-// Below this many elements one thread is faster than waking the OpenMP team.
-constexpr int64_t kMinElementsPerThread = 1 << 15;
-
-/*! \brief The operator's parameters, parsed as C floats exactly as MXNet's AdamParam. */
-struct AdamParams {
-  bool has_lr = false;
-  float lr = 0.0f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-8f;
-  float wd = 0.0f;
-  float rescale_grad = 1.0f;
-  float clip_gradient = -1.0f;
-  bool flush_denormals = false;
-};
-
-bool parse_bool(const std::string& key, const std::string& text, bool* out) {
-  if (text == "True" || text == "true" || text == "1") {
-    *out = true;
-  } else if (text == "False" || text == "false" || text == "0") {
-    *out = false;
-  } else {
-    MX_ERROR_MSG << kOpName << ": parameter " << key << "='" << text << "' is not a boolean";
-    return false;
-  }
-  return true;
-}
-
-bool parse_float(const std::string& key, const std::string& text, float* out) {
-  errno = 0;
-  char* end = nullptr;
-  const float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
-    MX_ERROR_MSG << kOpName << ": parameter " << key << "='" << text
-                 << "' is not a float32 number";
-    return false;
-  }
-  *out = value;
-  return true;
-}
-
-bool parse_params(const std::unordered_map<std::string, std::string>& attrs, AdamParams* p) {
+bool parse_params(const ops::Attrs& attrs, AdamParams* p) {
   const std::unordered_map<std::string, float*> fields = {
       {"lr", &p->lr},           {"beta1", &p->beta1},
       {"beta2", &p->beta2},     {"epsilon", &p->epsilon},
@@ -103,9 +50,9 @@ bool parse_params(const std::unordered_map<std::string, std::string>& attrs, Ada
       {"clip_gradient", &p->clip_gradient}};
   for (const auto& kv : attrs) {
     // MXNet adds its own attributes (__ext_dtype__, __profiler_scope__, ...).
-    if (kv.first.rfind("__", 0) == 0) continue;
+    if (ops::is_framework_attr(kv.first)) continue;
     if (kv.first == "flush_denormals") {
-      if (!parse_bool(kv.first, kv.second, &p->flush_denormals)) return false;
+      if (!ops::parse_bool(kOpName, kv.first, kv.second, &p->flush_denormals)) return false;
       continue;
     }
     const auto field = fields.find(kv.first);
@@ -115,7 +62,7 @@ bool parse_params(const std::unordered_map<std::string, std::string>& attrs, Ada
                    << "clip_gradient, flush_denormals";
       return false;
     }
-    if (!parse_float(kv.first, kv.second, field->second)) return false;
+    if (!ops::parse_float(kOpName, kv.first, kv.second, field->second)) return false;
     p->has_lr = p->has_lr || kv.first == "lr";
   }
   if (!p->has_lr) {
@@ -123,25 +70,6 @@ bool parse_params(const std::unordered_map<std::string, std::string>& attrs, Ada
     return false;
   }
   return true;
-}
-
-/*! \brief Raw pointers and sizes of one call, after every check has passed. */
-struct UpdateArgs {
-  void* weight;
-  void* mean;
-  void* var;
-  const void* grad;
-  const int64_t* indices;
-  int64_t nnz;
-  int64_t num_rows;
-  int64_t cols;
-  MXDType dtype;
-};
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
 }
 
 /*! \brief Check devices and sparse layouts (shapes and dtypes were inferred) and collect pointers. */
@@ -195,7 +123,7 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
       grad->data_len != grad->indices_len * args->cols) {
     MX_ERROR_MSG << kOpName << ": grad stores " << grad->indices_len << " row indices and "
                  << grad->data_len << " values, inconsistent with its shape "
-                 << shape_str(inputs[kGrad].shape);
+                 << ops::shape_str(inputs[kGrad].shape);
     return false;
   }
   args->grad = grad->data;
@@ -206,158 +134,7 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   return true;
 }
 
-/*!
- * \brief While alive, the calling thread flushes denormal results to zero and
- *        reads denormal inputs as zero (x86 MXCSR FTZ and DAZ), if `on`.
- *
- * Rows absent from the gradient decay their mean by beta1 every step: after
- * ~800 such steps it passes through the denormal range, where x86 arithmetic
- * is 30-45x slower (measured on this op). Flushing changes only values below
- * 1.2e-38 (float32), so results stay within any tolerance of MXNet's but are
- * no longer bitwise equal: hence opt-in. A no-op off x86.
- */
-class FlushDenormals {
- public:
-  explicit FlushDenormals(bool on) : on_(on) {
-#if GS_HOST_SIMD
-    if (on_) {
-      saved_ = _mm_getcsr();
-      _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
-    }
-#endif
-  }
-  ~FlushDenormals() {
-#if GS_HOST_SIMD
-    if (on_) _mm_setcsr(saved_);
-#endif
-  }
-  FlushDenormals(const FlushDenormals&) = delete;
-  FlushDenormals& operator=(const FlushDenormals&) = delete;
-
- private:
-  static constexpr unsigned kFlushToZero = 0x8000;
-  static constexpr unsigned kDenormalsAreZero = 0x0040;
-  bool on_;
-  unsigned saved_ = 0;
-};
-
-/*!
- * \brief Update rows [begin, end), walking the gradient indices alongside from
- *        the first one >= begin (found by binary search).
- */
-template <bool kClip, typename T>
-void update_rows(const ga::AdamScalars<T>& s, const UpdateArgs& a, int64_t begin, int64_t end) {
-  T* weight = static_cast<T*>(a.weight);
-  T* mean = static_cast<T*>(a.mean);
-  T* var = static_cast<T*>(a.var);
-  const T* grad = static_cast<const T*>(a.grad);
-  const int64_t cols = a.cols;
-  int64_t k = ga::lower_bound(a.indices, a.nnz, begin);
-  for (int64_t row = begin; row < end; ++row) {
-    const int64_t offset = row * cols;
-    if (k < a.nnz && a.indices[k] == row) {
-      ga::update_row_with_grad<kClip>(cols, weight + offset, mean + offset, var + offset,
-                                      grad + k * cols, s);
-      ++k;
-    } else {
-      ga::update_row_without_grad<kClip>(cols, weight + offset, mean + offset, var + offset, s);
-    }
-  }
-}
-
-/*!
- * \brief CPU kernel: each OpenMP thread owns a contiguous block of rows, so the
- *        pass over weight/mean/var is one sequential stream per thread.
- */
-template <bool kClip, typename T>
-void update_cpu(const ga::AdamScalars<T>& s, const UpdateArgs& a, bool flush_denormals) {
-  const bool parallel = a.num_rows * a.cols >= 2 * kMinElementsPerThread;
-#pragma omp parallel num_threads(gluon_sparse::omp_threads()) if (parallel)
-  {
-    const FlushDenormals mode(flush_denormals);  // MXCSR is per thread
-    const int64_t threads = omp_get_num_threads();
-    const int64_t tid = omp_get_thread_num();
-    update_rows<kClip, T>(s, a, a.num_rows * tid / threads, a.num_rows * (tid + 1) / threads);
-  }
-}
-
-template <typename T>
-void update_cpu(const AdamParams& p, const UpdateArgs& a) {
-  const auto s = ga::make_scalars<T>(p.lr, p.beta1, p.beta2, p.epsilon, p.wd, p.rescale_grad,
-                                     p.clip_gradient);
-  // MXNet clips when clip_gradient >= 0 (its default, -1, disables clipping).
-  if (p.clip_gradient >= 0.0f) {
-    update_cpu<true, T>(s, a, p.flush_denormals);
-  } else {
-    update_cpu<false, T>(s, a, p.flush_denormals);
-  }
-}
-
-MXReturnValue forward_cpu(const std::unordered_map<std::string, std::string>& attrs,
-                          std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
-                          const OpResource& res) {
-  AdamParams p;
-  UpdateArgs a;
-  if (!parse_params(attrs, &p) || !collect_args(*inputs, *outputs, &a)) return MX_FAIL;
-  // Validate every index before any memory is touched.
-  const int64_t bad = ga::first_invalid_index(a.indices, a.nnz, a.num_rows);
-  if (bad < a.nnz) {
-    MX_ERROR_MSG << kOpName << ": "
-                 << gluon_sparse::invalid_row_index_message(bad, a.indices[bad],
-                                                            bad > 0 ? a.indices[bad - 1] : 0,
-                                                            a.num_rows);
-    return MX_FAIL;
-  }
-  if (a.dtype == kFloat32) {
-    update_cpu<float>(p, a);
-  } else {
-    update_cpu<double>(p, a);
-  }
-  return MX_SUCCESS;
-}
-
-#if GLUON_SPARSE_WITH_CUDA
-template <typename T>
-ga::cuda::LaunchStatus launch_gpu(const AdamParams& p, const UpdateArgs& a, void* stream) {
-  const auto s = ga::make_scalars<T>(p.lr, p.beta1, p.beta2, p.epsilon, p.wd, p.rescale_grad,
-                                     p.clip_gradient);
-  return ga::cuda::launch_update<T>(s, p.clip_gradient >= 0.0f, static_cast<T*>(a.weight),
-                                    static_cast<T*>(a.mean), static_cast<T*>(a.var),
-                                    static_cast<const T*>(a.grad), a.indices, a.nnz, a.num_rows,
-                                    a.cols, stream);
-}
-
-MXReturnValue forward_gpu(const std::unordered_map<std::string, std::string>& attrs,
-                          std::vector<MXTensor>* inputs, std::vector<MXTensor>* outputs,
-                          const OpResource& res) {
-  AdamParams p;
-  UpdateArgs a;
-  if (!parse_params(attrs, &p) || !collect_args(*inputs, *outputs, &a)) return MX_FAIL;
-  void* stream = res.get_cuda_stream();
-  int64_t bad = a.nnz, value = 0, previous = 0;
-  if (a.nnz > 0) {
-    void* workspace = res.alloc_gpu(sizeof(unsigned long long));
-    const auto status = ga::cuda::find_invalid_index(a.indices, a.nnz, a.num_rows, workspace,
-                                                     stream, &bad, &value, &previous);
-    if (!status.ok()) {
-      MX_ERROR_MSG << kOpName << ": CUDA error while checking grad indices: " << status.error;
-      return MX_FAIL;
-    }
-  }
-  if (bad < a.nnz) {
-    MX_ERROR_MSG << kOpName << ": "
-                 << gluon_sparse::invalid_row_index_message(bad, value, previous, a.num_rows);
-    return MX_FAIL;
-  }
-  const auto status = a.dtype == kFloat32 ? launch_gpu<float>(p, a, stream)
-                                          : launch_gpu<double>(p, a, stream);
-  if (!status.ok()) {
-    MX_ERROR_MSG << kOpName << ": CUDA error: " << status.error;
-    return MX_FAIL;
-  }
-  return MX_SUCCESS;
-}
-#endif  // GLUON_SPARSE_WITH_CUDA
+namespace {
 
 // ---------------------------------------------------------------- attributes
 
@@ -402,8 +179,8 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
     if ((*in_shapes)[i] != weight) {
       std::vector<int64_t> got((*in_shapes)[i].begin(), (*in_shapes)[i].end());
       std::vector<int64_t> want(weight.begin(), weight.end());
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has shape " << shape_str(got)
-                   << " but weight has shape " << shape_str(want);
+      MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has shape " << ops::shape_str(got)
+                   << " but weight has shape " << ops::shape_str(want);
       return MX_FAIL;
     }
   }
@@ -442,14 +219,19 @@ MXReturnValue mutate_inputs(const std::unordered_map<std::string, std::string>& 
 }
 
 }  // namespace
+}  // namespace adam
+}  // namespace gluon_sparse
+
+namespace gadam = gluon_sparse::adam;
 
 REGISTER_OP(gs_adam_update)
-    .setParseAttrs(parse_attrs)
-    .setInferType(infer_type)
-    .setInferShape(infer_shape)
-    .setInferSType(infer_storage_type)
-    .setMutateInputs(mutate_inputs)
+    .setParseAttrs(gadam::parse_attrs)
+    .setInferType(gadam::infer_type)
+    .setInferShape(gadam::infer_shape)
+    .setInferSType(gadam::infer_storage_type)
+    .setMutateInputs(gadam::mutate_inputs)
 #if GLUON_SPARSE_WITH_CUDA
-    .setForward(forward_gpu, "gpu")
+    .setForward(gadam::compute_gpu, "gpu")
 #endif
-    .setForward(forward_cpu, "cpu");
+    .setForward(gadam::compute_cpu, "cpu");
+

@@ -1,10 +1,11 @@
 /*!
- * Team size for the library's OpenMP regions: see omp_threads.h for the rules.
+ * Team sizes for the library's OpenMP regions: see omp_threads.h for the rules.
  */
 #include "omp_threads.h"
 
 #include <omp.h>
 
+#include <atomic>
 #include <cstdlib>
 
 namespace gluon_sparse {
@@ -27,14 +28,45 @@ int compute_omp_threads() {
   return procs > 0 ? procs : 1;
 }
 
+// Test knob (gluon_sparse_set_parallelism): 0 = no override.
+std::atomic<int64_t> grain_override{0};
+std::atomic<int> threads_override{0};
+
 }  // namespace
 
 int omp_threads() {
   static const int threads = compute_omp_threads();  // thread-safe static init
-  return threads;
+  const int forced = threads_override.load(std::memory_order_relaxed);
+  return forced > 0 ? forced : threads;
+}
+
+int64_t grain() {
+  const int64_t forced = grain_override.load(std::memory_order_relaxed);
+  return forced > 0 ? forced : kGrain;
+}
+
+int team_size(int64_t work, int64_t items) {
+  const int64_t g = grain();
+  if (work < 2 * g || items < 2) return 1;
+  const int64_t team = std::min<int64_t>({work / g, items, omp_threads()});
+  return static_cast<int>(std::max<int64_t>(team, 1));
 }
 
 }  // namespace gluon_sparse
 
-/*! \brief The team size, for gluon_sparse._native.build_info(). */
+/*! \brief The largest team, for gluon_sparse._native.build_info(). */
 extern "C" int gluon_sparse_omp_threads() { return gluon_sparse::omp_threads(); }
+
+/*! \brief The grain in element operations, for gluon_sparse._native.build_info(). */
+extern "C" int64_t gluon_sparse_grain() { return gluon_sparse::grain(); }
+
+/*!
+ * \brief Test knob: force the grain (element operations) and the largest team;
+ *        0 restores the defaults. grain=1 with threads=2 makes every kernel with
+ *        two or more items parallel; a huge grain makes every kernel serial.
+ *        For tests and benchmarks/bench_grain.py only.
+ */
+extern "C" void gluon_sparse_set_parallelism(int64_t grain, int threads) {
+  gluon_sparse::grain_override.store(grain > 0 ? grain : 0);
+  gluon_sparse::threads_override.store(threads > 0 ? threads : 0);
+}

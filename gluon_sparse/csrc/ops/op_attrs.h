@@ -1,0 +1,94 @@
+/*!
+ * What every operator of the library shares around its compute: parsing of
+ * attribute values (with messages that name the operator and the parameter),
+ * shape text for messages, and the one dtype dispatch (float32 / float64).
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_OP_ATTRS_H_
+#define GLUON_SPARSE_CSRC_OPS_OP_ATTRS_H_
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mxnet/lib_api.h"
+
+namespace gluon_sparse {
+namespace ops {
+
+using Attrs = std::unordered_map<std::string, std::string>;
+
+/*! \brief Attributes MXNet adds itself (__ext_dtype__, __profiler_scope__, ...). */
+inline bool is_framework_attr(const std::string& key) { return key.rfind("__", 0) == 0; }
+
+/*! \brief `text` as a C float, exactly as MXNet's parameter structs parse it. */
+inline bool parse_float(const char* op, const std::string& key, const std::string& text,
+                        float* out) {
+  errno = 0;
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+/*! \brief `text` as a boolean: 1/0, True/False, true/false. */
+inline bool parse_bool(const char* op, const std::string& key, const std::string& text,
+                       bool* out) {
+  if (text == "1" || text == "True" || text == "true") {
+    *out = true;
+  } else if (text == "0" || text == "False" || text == "false") {
+    *out = false;
+  } else {
+    MX_ERROR_MSG << op << ": parameter " << key << "='" << text
+                 << "' is not a boolean (0/1 or True/False)";
+    return false;
+  }
+  return true;
+}
+
+/*! \brief `text` as a positive 64-bit integer. */
+inline bool parse_positive_int(const char* op, const std::string& key, const std::string& text,
+                               int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || value < 1) {
+    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a positive integer";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+/*! \brief "(2, 3)" / "(4,)" for messages. */
+template <typename Int>
+std::string shape_str(const std::vector<Int>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+/*!
+ * \brief Call `typed(T())` with T the C++ type of `dtype` (float64 -> double,
+ *        anything else -> float: the callers' type inference admits only the two).
+ *
+ * The one dtype dispatch of the library: a compute function writes its body
+ * once as a generic lambda, e.g.
+ *   return with_float_type(dtype, [&](auto zero) { return run<decltype(zero)>(...); });
+ */
+template <typename Typed>
+auto with_float_type(int dtype, Typed&& typed) {
+  if (dtype == mxnet::ext::kFloat64) return typed(double());
+  return typed(float());
+}
+
+}  // namespace ops
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_OP_ATTRS_H_

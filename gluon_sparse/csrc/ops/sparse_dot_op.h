@@ -1,0 +1,52 @@
+/*!
+ * The `gluon_sparse_dot` operator's pieces shared by its files: sparse_dot.cc
+ * (attributes, registration), sparse_dot_cpu.cc and sparse_dot_gpu.cc (compute).
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_SPARSE_DOT_OP_H_
+#define GLUON_SPARSE_CSRC_OPS_SPARSE_DOT_OP_H_
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mxnet/lib_api.h"
+#include "op_attrs.h"
+
+namespace gluon_sparse {
+namespace dot {
+
+constexpr const char* kOpName = "gluon_sparse_dot";
+
+// Backward inputs, in the order lib_api's generated FGradient passes them.
+enum BackwardInput { kOgrad = 0, kData = 1, kWeight = 2, kOut = 3, kNumBackwardInputs = 4 };
+
+/*! \brief The `squared` attribute ("0"/"1", default "0"). */
+bool parse_squared(const ops::Attrs& attrs, bool* squared);
+
+/*! \brief The weight's dtype is one the compute functions implement (float32/float64). */
+bool check_float_type(const mxnet::ext::MXTensor& t, const char* what);
+
+// Forward (out = dot(data, weight)) and weight gradient, on each device.
+mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
+                                      std::vector<mxnet::ext::MXTensor>* inputs,
+                                      std::vector<mxnet::ext::MXTensor>* outputs,
+                                      const mxnet::ext::OpResource& res);
+mxnet::ext::MXReturnValue gradient_cpu(const ops::Attrs& attrs,
+                                       std::vector<mxnet::ext::MXTensor>* inputs,
+                                       std::vector<mxnet::ext::MXTensor>* outputs,
+                                       const mxnet::ext::OpResource& res);
+#if GLUON_SPARSE_WITH_CUDA
+mxnet::ext::MXReturnValue compute_gpu(const ops::Attrs& attrs,
+                                      std::vector<mxnet::ext::MXTensor>* inputs,
+                                      std::vector<mxnet::ext::MXTensor>* outputs,
+                                      const mxnet::ext::OpResource& res);
+mxnet::ext::MXReturnValue gradient_gpu(const ops::Attrs& attrs,
+                                       std::vector<mxnet::ext::MXTensor>* inputs,
+                                       std::vector<mxnet::ext::MXTensor>* outputs,
+                                       const mxnet::ext::OpResource& res);
+#endif
+
+}  // namespace dot
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_SPARSE_DOT_OP_H_
