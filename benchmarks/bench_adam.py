@@ -3,7 +3,7 @@
 Part 1 times one update of a 1,000,000 x 128 float32 weight (with mean and
 var) for 640 and 100,000 gradient rows:
 
-* ``gs_adam_update`` (gluon-sparse, standard update),
+* ``gluon_sparse_adam_update`` (gluon-sparse, standard update),
 * MXNet ``adam_update(lazy_update=False)`` (standard update, same results),
 * MXNet ``adam_update`` with a dense gradient (the same work without sparsity),
 * MXNet ``adam_update(lazy_update=True)`` (only the gradient's rows move: a
@@ -85,7 +85,7 @@ def bench_operator(rows, cols, grad_rows_list, repeat):
         values = rng.standard_normal((grad_rows, cols), dtype=np.float32)
         grad = mx.nd.sparse.row_sparse_array((values, indices), shape=(rows, cols))
         candidates = [
-            ("gs_adam_update (gluon-sparse)", lambda: mx.nd.gs_adam_update(
+            ("gluon_sparse_adam_update (gluon-sparse)", lambda: mx.nd.gluon_sparse_adam_update(
                 weight, grad, mean, var, out=weight, **ADAM_ARGS)),
             ("MXNet adam_update, lazy_update=False", lambda: mx.nd.adam_update(
                 weight, grad, mean, var, out=weight, lazy_update=False, **ADAM_ARGS)),
@@ -118,9 +118,9 @@ def bench_denormals(rows, cols, repeat):
     empty = mx.nd.sparse.zeros("row_sparse", (rows, cols))
     _native.load_ops()
     candidates = [
-        ("gs_adam_update", lambda: mx.nd.gs_adam_update(weight, empty, mean, var, out=weight,
+        ("gluon_sparse_adam_update", lambda: mx.nd.gluon_sparse_adam_update(weight, empty, mean, var, out=weight,
                                                         lr=1e-3)),
-        ("gs_adam_update, flush_denormals=True", lambda: mx.nd.gs_adam_update(
+        ("gluon_sparse_adam_update, flush_denormals=True", lambda: mx.nd.gluon_sparse_adam_update(
             weight, empty, mean, var, out=weight, lr=1e-3, flush_denormals=True)),
         ("MXNet adam_update, lazy_update=False", lambda: mx.nd.adam_update(
             weight, empty, mean, var, out=weight, lr=1e-3, lazy_update=False)),

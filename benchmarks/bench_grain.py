@@ -9,8 +9,8 @@ MXNet's engine as in training, and prints the ratio; the grain is half the
 work at which the parallel call first wins (a team of two needs two grains).
 
 Kernels: ``gluon_sparse_dot`` forward and backward (units = 128, work = nnz x
-128), ``gs_adam_update`` on a weight of `rows` x 128 (work = rows x 128) and
-``gs_adam_deferred_update`` on `rows` gradient rows (work = rows x 128).
+128), ``gluon_sparse_adam_update`` on a weight of `rows` x 128 (work = rows x 128) and
+``gluon_sparse_adam_deferred_update`` on `rows` gradient rows (work = rows x 128).
 
 Run: ``python benchmarks/bench_grain.py [--repeat 200]``
 """
@@ -84,13 +84,13 @@ def _adam_calls(work, rng):
     step = [0]
 
     def eager():
-        mx.nd.gs_adam_update(w, grad, m, v, out=w, lr=1e-3)
+        mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=1e-3)
 
     def deferred_update():
         step[0] += 1
         # Every gradient row is up to date: the update alone is timed.
         state.update(big, dgrad, step[0], 1e-3, 0.0, 1.0, None, catch_up=True)
-    return {"gs_adam_update (eager)": eager, "gs_adam_deferred_update": deferred_update}, state
+    return {"gluon_sparse_adam_update (eager)": eager, "gluon_sparse_adam_deferred_update": deferred_update}, state
 
 
 def main(argv=None):

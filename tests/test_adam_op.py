@@ -1,4 +1,4 @@
-"""The ``gs_adam_update`` operator against MXNet's adam_update and NumPy.
+"""The ``gluon_sparse_adam_update`` operator against MXNet's adam_update and NumPy.
 
 MXNet's own ``adam_update(lazy_update=False)`` on a row_sparse gradient is the
 reference: the plugin reproduces its arithmetic operation for operation, so on
@@ -67,7 +67,7 @@ def test_bitwise_equal_to_mxnet_adam_update(dtype, params):
     for rows in [7, 0, 50, 1, 13] * 6:
         grad = _random_grad(rng, shape, rows, dtype)
         mx.nd.adam_update(ref[0], grad, ref[1], ref[2], out=ref[0], lazy_update=False, **params)
-        mx.nd.gs_adam_update(weight, grad, mean, var, out=weight, **params)
+        mx.nd.gluon_sparse_adam_update(weight, grad, mean, var, out=weight, **params)
     for got, want in zip((weight, mean, var), ref):
         np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
 
@@ -85,7 +85,7 @@ def test_matches_numpy_reference(params):
         # MXNet's AdamParam (and so the operator) holds its scalars as C floats.
         scalars = {k: float(np.float32(x)) for k, x in dict(DEFAULTS, **params).items()}
         w, m, v = numpy_adam(w, m, v, rows, indices, **scalars)
-        mx.nd.gs_adam_update(weight, _rsp(rows, indices, shape, "float64"), mean, var,
+        mx.nd.gluon_sparse_adam_update(weight, _rsp(rows, indices, shape, "float64"), mean, var,
                              out=weight, **params)
     np.testing.assert_allclose(weight.asnumpy(), w, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(mean.asnumpy(), m, rtol=1e-12, atol=1e-14)
@@ -103,7 +103,7 @@ def test_large_weight_across_threads_and_trailing_dims():
         grad = _random_grad(rng, shape, rows, "float32")
         kwargs = dict(lr=0.003, wd=0.01, clip_gradient=1.0)
         mx.nd.adam_update(ref[0], grad, ref[1], ref[2], out=ref[0], lazy_update=False, **kwargs)
-        mx.nd.gs_adam_update(weight, grad, mean, var, out=weight, **kwargs)
+        mx.nd.gluon_sparse_adam_update(weight, grad, mean, var, out=weight, **kwargs)
     for got, want in zip((weight, mean, var), ref):
         np.testing.assert_array_equal(got.asnumpy(), want.asnumpy())
 
@@ -119,7 +119,7 @@ def test_row_sparse_weight_holding_every_row():
     for _ in range(5):
         grad = _random_grad(rng, shape, 6, "float32")
         mx.nd.adam_update(ref, grad, ref_mean, ref_var, out=ref, lazy_update=False, lr=0.1, wd=0.1)
-        mx.nd.gs_adam_update(weight, grad, mean, var, out=weight, lr=0.1, wd=0.1)
+        mx.nd.gluon_sparse_adam_update(weight, grad, mean, var, out=weight, lr=0.1, wd=0.1)
     assert weight.stype == "row_sparse"
     np.testing.assert_array_equal(weight.asnumpy(), ref.asnumpy())
     np.testing.assert_array_equal(var.asnumpy(), ref_var.asnumpy())
@@ -130,7 +130,7 @@ def _error_of(weight, grad, mean, var, out=None, **params):
     out = weight if out is None else out
     params.setdefault("lr", 0.1)
     try:
-        mx.nd.gs_adam_update(weight, grad, mean, var, out=out, **params)
+        mx.nd.gluon_sparse_adam_update(weight, grad, mean, var, out=out, **params)
         out.wait_to_read()
     except mx.base.MXNetError as err:
         # lib_api keeps every message of the process: this call's is the last one.
@@ -205,7 +205,7 @@ def test_bad_arguments_are_rejected(case, expected):
     elif case == "missing_lr":
         params = {}
     try:
-        mx.nd.gs_adam_update(weight, grad, mean, var, out=out, **params)
+        mx.nd.gluon_sparse_adam_update(weight, grad, mean, var, out=out, **params)
         out.wait_to_read()
         message = None
     except mx.base.MXNetError as err:
@@ -311,7 +311,7 @@ def test_flush_denormals(flush):
     ref = [mx.nd.array(a) for a in (weight0, mean0, var0)]
     got = [mx.nd.array(a) for a in (weight0, mean0, var0)]
     mx.nd.adam_update(ref[0], grad, ref[1], ref[2], out=ref[0], lazy_update=False, lr=0.01)
-    mx.nd.gs_adam_update(got[0], grad, got[1], got[2], out=got[0], lr=0.01, flush_denormals=flush)
+    mx.nd.gluon_sparse_adam_update(got[0], grad, got[1], got[2], out=got[0], lr=0.01, flush_denormals=flush)
     ref_mean, mean = ref[1].asnumpy(), got[1].asnumpy()
     assert (np.abs(ref_mean)[ref_mean != 0] < tiny).any()  # MXNet keeps denormals
     if flush:
@@ -325,7 +325,7 @@ def test_flush_denormals(flush):
             np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
     # The flag is per call: a later call without it keeps denormals again.
     again = [mx.nd.array(a) for a in (weight0, mean0, var0)]
-    mx.nd.gs_adam_update(again[0], grad, again[1], again[2], out=again[0], lr=0.01)
+    mx.nd.gluon_sparse_adam_update(again[0], grad, again[1], again[2], out=again[0], lr=0.01)
     np.testing.assert_array_equal(again[1].asnumpy(), ref_mean)
 
 

@@ -1,4 +1,4 @@
-"""Deferred standard Adam against the eager operator (gs_adam_update, bitwise)
+"""Deferred standard Adam against the eager operator (gluon_sparse_adam_update, bitwise)
 and MXNet's adam_update(lazy_update=False), at the operator level and through
 gluon.Trainer with FullyConnectedSparse / FactorizationMachine, imperative,
 hybridized and inside a hybridized parent; save/load, export, save/load_states
@@ -65,7 +65,7 @@ def test_op_matches_eager_bitwise_over_300_steps(wd, clip, dtype):
             # The product operator brings the rows it reads up to date, as a forward pass.
             mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows).astype(dtype), w_def)
         state.update(w_def, grad, t, lr, wd, 1.0, clip)
-        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, wd=wd, **clip_kw)
+        mx.nd.gluon_sparse_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, wd=wd, **clip_kw)
         mx.nd.adam_update(w_mx, grad, *mx_state, out=w_mx, lr=lr, wd=wd, lazy_update=False,
                           **clip_kw)
     assert state.last_step.asnumpy()[0] == 300
@@ -99,7 +99,7 @@ def test_long_absences_bitwise(clip=0.5):
         lr = 0.01 * math.sqrt(1 - B2 ** t) / (1 - B1 ** t)
         mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows), w_def)
         state.update(w_def, grad, t, lr, 0.0, 1.0, clip)
-        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, **clip_kw)
+        mx.nd.gluon_sparse_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, **clip_kw)
     state.flush()
     for got, eager in zip([w_def, state.mean, state.var], [w_eager] + eager_state):
         np.testing.assert_array_equal(got.asnumpy().view(np.int32),
@@ -161,15 +161,15 @@ def test_op_rejects_bad_input():
         mx.nd.waitall()
     grad = mx.nd.sparse.row_sparse_array((np.ones((1, cols), "float32"), [1]), shape=(rows, cols))
     with pytest.raises(mx.base.MXNetError, match="does not fit a history"):
-        mx.nd.gs_adam_deferred_update(w, grad, state.mean, state.var, state.last_step,
+        mx.nd.gluon_sparse_adam_deferred_update(w, grad, state.mean, state.var, state.last_step,
                                       state.history, out=w, lr=0.1, step=5000)
         mx.nd.waitall()
     with pytest.raises(mx.base.MXNetError, match="last_step must be int64"):
-        mx.nd.gs_adam_deferred_update(w, grad, state.mean, state.var,
+        mx.nd.gluon_sparse_adam_deferred_update(w, grad, state.mean, state.var,
                                       state.last_step.astype("float32"), state.history, out=w,
                                       lr=0.1, step=1)
     with pytest.raises(mx.base.MXNetError, match="step"):
-        mx.nd.gs_adam_deferred_flush(w, state.mean, state.var, state.last_step, state.history,
+        mx.nd.gluon_sparse_adam_deferred_flush(w, state.mean, state.var, state.last_step, state.history,
                                      out=w, step=0)
     with pytest.raises(RuntimeError, match="state is at step"):
         state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
@@ -192,7 +192,7 @@ def test_history_grows_and_state_unregisters(monkeypatch):
                                              shape=(rows, cols))
         mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows), w_def)
         state.update(w_def, grad, t, 0.05, 0.01, 1.0, None)
-        mx.nd.gs_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=0.05, wd=0.01)
+        mx.nd.gluon_sparse_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=0.05, wd=0.01)
     assert state.history.shape[0] == 64
     assert state.nbytes() == rows * 8 + 64 * 12
     state.flush()

@@ -120,7 +120,7 @@ def test_dist_sync_two_workers_equal_single_process(problem, optimizer, lr):
     expected = train_single_process(problem, optimizer, lr)
     workers, output = launch_training(problem, optimizer, lr, "dist-" + optimizer)
     # The servers hold the first layer's weight as row_sparse and update it there;
-    # for SparseAdam they unpickle it and run gluon-sparse's gs_adam_update.
+    # for SparseAdam they unpickle it and run gluon-sparse's gluon_sparse_adam_update.
     assert "row_sparse first layer" in output
     initial = {k: v.asnumpy() for k, v in mx.nd.load(problem["init_file"]).items()}
     for params in workers:

@@ -90,7 +90,7 @@ def test_eager_adam_serial_equals_parallel(dtype):
         _native._set_parallelism(**mode)
         w, m, v = (mx.nd.array(a, dtype=dtype) for a in init)
         for _ in range(3):
-            mx.nd.gs_adam_update(w, grad, m, v, out=w, lr=0.01, wd=0.01, clip_gradient=0.5)
+            mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=0.01, wd=0.01, clip_gradient=0.5)
         outputs.append((w, m, v))
     reference = [mx.nd.array(a, dtype=dtype) for a in init]
     for _ in range(3):
@@ -117,7 +117,7 @@ def _deferred_run(rows, cols, steps, schedule, wd, dtype="float32", eager=False,
             (rng.standard_normal((len(idx), cols)), idx), shape=(rows, cols), dtype=dtype)
         lr = 0.01 * math.sqrt(1 - B2 ** t) / (1 - B1 ** t)
         if eager:
-            mx.nd.gs_adam_update(w, grad, m, v, out=w, lr=lr, wd=wd)
+            mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=lr, wd=wd)
             continue
         if len(idx):
             x = mx.nd.sparse.csr_matrix((np.ones(len(idx)), idx, np.arange(len(idx) + 1)),

@@ -100,7 +100,7 @@ def test_library_initialize_rejects_other_mxnet_versions():
     assert lib.initialize(major * 10000 + minor * 100 + patch) == 1  # MX_SUCCESS
 
 
-OPERATORS = ("gs_adam_update", "gs_adam_deferred_update", "gs_adam_deferred_flush",
+OPERATORS = ("gluon_sparse_adam_update", "gluon_sparse_adam_deferred_update", "gluon_sparse_adam_deferred_flush",
              "gluon_sparse_dot")
 
 
@@ -128,7 +128,7 @@ def test_loading_again_does_not_reload_the_library(monkeypatch):
 
 @pytest.mark.parametrize("wd, clip", [(0.0, -1.0), (0.01, 0.05)])
 def test_adam_operator_computes_mxnet_standard_adam(wd, clip):
-    """gs_adam_update = MXNet's adam_update with the dense gradient (standard Adam)."""
+    """gluon_sparse_adam_update = MXNet's adam_update with the dense gradient (standard Adam)."""
     rng = np.random.default_rng(3)
     rows, cols = 20, 6
     ours = [mx.nd.array(rng.standard_normal((rows, cols))), mx.nd.zeros((rows, cols)),
@@ -142,7 +142,7 @@ def test_adam_operator_computes_mxnet_standard_adam(wd, clip):
         values = rng.standard_normal((5, cols)).astype(np.float32)
         grad = mx.nd.sparse.row_sparse_array((values, indices), shape=(rows, cols))
         scalars = dict(lr=0.01, wd=wd, rescale_grad=0.5, clip_gradient=clip)
-        mx.nd.gs_adam_update(ours[0], grad, ours[1], ours[2], out=ours[0], **scalars)
+        mx.nd.gluon_sparse_adam_update(ours[0], grad, ours[1], ours[2], out=ours[0], **scalars)
         mx.nd.adam_update(theirs[0], grad.tostype("default"), theirs[1], theirs[2],
                           out=theirs[0], **scalars)
         mx.nd.adam_update(lazy[0], grad, lazy[1], lazy[2], out=lazy[0], lazy_update=True,

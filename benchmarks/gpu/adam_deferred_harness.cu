@@ -3,7 +3,7 @@
  *
  * Linked with the operator library's own kernel source
  * (gluon_sparse/csrc/ops/adam_deferred_kernels.cu, see build.sh) and calling
- * its launchers in the order `gs_adam_deferred_update` / `_flush` call them on
+ * its launchers in the order `gluon_sparse_adam_deferred_update` / `_flush` call them on
  * a GPU (adam_deferred_op.cc), so run_harness.py checks and times exactly the
  * kernels the operator launches, on PyTorch tensors, without MXNet.
  * Every function returns 0 on success, or 1 with a message in `error`.
@@ -103,7 +103,7 @@ extern "C" {
  *        gradient rows to step - 1 (`catch_up_rows`), then the update of those
  *        rows. `history` is a (capacity, 3) float32 array, `workspace` 8 bytes.
  */
-int gs_harness_adam_deferred_update_f32(
+int gluon_sparse_harness_adam_deferred_update_f32(
     float* weight, float* mean, float* var, int64_t* last_step, float* history, int64_t capacity,
     const float* grad, const int64_t* indices, int64_t nnz, int64_t num_rows, int64_t cols,
     int64_t step, float lr, float beta1, float beta2, float epsilon, float wd, float rescale_grad,
@@ -116,7 +116,7 @@ int gs_harness_adam_deferred_update_f32(
 }
 
 /*! \brief Deferred Adam update on float64 device arrays (see the float32 version). */
-int gs_harness_adam_deferred_update_f64(
+int gluon_sparse_harness_adam_deferred_update_f64(
     double* weight, double* mean, double* var, int64_t* last_step, float* history,
     int64_t capacity, const double* grad, const int64_t* indices, int64_t nnz, int64_t num_rows,
     int64_t cols, int64_t step, float lr, float beta1, float beta2, float epsilon, float wd,
@@ -133,7 +133,7 @@ int gs_harness_adam_deferred_update_f64(
  *        up to `step`, as a product operator does before it reads them;
  *        rows == nullptr brings every row (the flush).
  */
-int gs_harness_adam_deferred_catch_up_f32(float* weight, float* mean, float* var,
+int gluon_sparse_harness_adam_deferred_catch_up_f32(float* weight, float* mean, float* var,
                                           int64_t* last_step, float* history, int64_t capacity,
                                           int64_t num_rows, int64_t cols, const int64_t* rows,
                                           int64_t n, int64_t step, float beta1, float beta2,
@@ -144,7 +144,7 @@ int gs_harness_adam_deferred_catch_up_f32(float* weight, float* mean, float* var
 }
 
 /*! \brief Catch-up of a float64 weight (see the float32 version). */
-int gs_harness_adam_deferred_catch_up_f64(double* weight, double* mean, double* var,
+int gluon_sparse_harness_adam_deferred_catch_up_f64(double* weight, double* mean, double* var,
                                           int64_t* last_step, float* history, int64_t capacity,
                                           int64_t num_rows, int64_t cols, const int64_t* rows,
                                           int64_t n, int64_t step, float beta1, float beta2,

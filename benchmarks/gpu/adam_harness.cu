@@ -3,7 +3,7 @@
  *
  * Linked with the operator library's own kernel source
  * (gluon_sparse/csrc/ops/adam_kernels.cu, see build.sh), so the harness times
- * and checks exactly the kernels `gs_adam_update` launches inside MXNet,
+ * and checks exactly the kernels `gluon_sparse_adam_update` launches inside MXNet,
  * without MXNet: run_harness.py drives them on PyTorch tensors through ctypes.
  * Every function returns 0 on success, or 1 with a message in `error`.
  */
@@ -37,7 +37,7 @@ int update(T* weight, T* mean, T* var, const T* grad, const int64_t* indices, in
 extern "C" {
 
 /*! \brief Standard Adam step on float32 device arrays (see adam_kernels_cuda.h). */
-int gs_harness_adam_update_f32(float* weight, float* mean, float* var, const float* grad,
+int gluon_sparse_harness_adam_update_f32(float* weight, float* mean, float* var, const float* grad,
                                const int64_t* indices, int64_t nnz, int64_t num_rows,
                                int64_t cols, float lr, float beta1, float beta2, float epsilon,
                                float wd, float rescale_grad, float clip_gradient, int validate,
@@ -48,7 +48,7 @@ int gs_harness_adam_update_f32(float* weight, float* mean, float* var, const flo
 }
 
 /*! \brief Standard Adam step on float64 device arrays. */
-int gs_harness_adam_update_f64(double* weight, double* mean, double* var, const double* grad,
+int gluon_sparse_harness_adam_update_f64(double* weight, double* mean, double* var, const double* grad,
                                const int64_t* indices, int64_t nnz, int64_t num_rows,
                                int64_t cols, float lr, float beta1, float beta2, float epsilon,
                                float wd, float rescale_grad, float clip_gradient, int validate,

@@ -53,21 +53,21 @@ def _parser_library():
     global _lib
     if _lib is None:
         lib = _native.io_library()
-        lib.gs_libsvm_parse.restype = ctypes.c_void_p
-        lib.gs_libsvm_parse.argtypes = [ctypes.c_void_p, _i64, ctypes.c_int32, ctypes.c_int32]
-        lib.gs_libsvm_error.restype = ctypes.c_int32
-        lib.gs_libsvm_error.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ErrorInfo)]
-        lib.gs_libsvm_counts.restype = None
-        lib.gs_libsvm_counts.argtypes = [ctypes.c_void_p] + [_i64p] * 5
-        lib.gs_libsvm_copy.restype = ctypes.c_int32
-        lib.gs_libsvm_copy.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int32, _i64, _i64]
+        lib.gluon_sparse_libsvm_parse.restype = ctypes.c_void_p
+        lib.gluon_sparse_libsvm_parse.argtypes = [ctypes.c_void_p, _i64, ctypes.c_int32, ctypes.c_int32]
+        lib.gluon_sparse_libsvm_error.restype = ctypes.c_int32
+        lib.gluon_sparse_libsvm_error.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ErrorInfo)]
+        lib.gluon_sparse_libsvm_counts.restype = None
+        lib.gluon_sparse_libsvm_counts.argtypes = [ctypes.c_void_p] + [_i64p] * 5
+        lib.gluon_sparse_libsvm_copy.restype = ctypes.c_int32
+        lib.gluon_sparse_libsvm_copy.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int32, _i64, _i64]
                                        + [ctypes.c_void_p, ctypes.c_void_p, _i64, _i64, _i64])
-        lib.gs_libsvm_free.restype = None
-        lib.gs_libsvm_free.argtypes = [ctypes.c_void_p]
-        lib.gs_libsvm_line_of_offset.restype = _i64
-        lib.gs_libsvm_line_of_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
-        lib.gs_libsvm_row_offset.restype = _i64
-        lib.gs_libsvm_row_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
+        lib.gluon_sparse_libsvm_free.restype = None
+        lib.gluon_sparse_libsvm_free.argtypes = [ctypes.c_void_p]
+        lib.gluon_sparse_libsvm_line_of_offset.restype = _i64
+        lib.gluon_sparse_libsvm_line_of_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
+        lib.gluon_sparse_libsvm_row_offset.restype = _i64
+        lib.gluon_sparse_libsvm_row_offset.argtypes = [ctypes.c_void_p, _i64, _i64]
         lib.gluon_sparse_libsvm_count_rows.restype = _i64
         lib.gluon_sparse_libsvm_count_rows.argtypes = [ctypes.c_void_p, _i64]
         lib.gluon_sparse_libsvm_team_size.restype = ctypes.c_int32
@@ -150,7 +150,7 @@ def quote_token(raw, truncated=False):
 def _describe_error(buf, info, source, line_base, multilabel):
     lib = _parser_library()
     array, address, length = _buffer_address(buf)
-    line = line_base + lib.gs_libsvm_line_of_offset(address, length, info.token_offset)
+    line = line_base + lib.gluon_sparse_libsvm_line_of_offset(address, length, info.token_offset)
     start = info.token_offset
     token = quote_token(bytes(array[start:start + min(info.token_length, _MAX_TOKEN_CHARS)]),
                         truncated=info.token_length > _MAX_TOKEN_CHARS)
@@ -199,17 +199,17 @@ def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=Fa
     flags = ((_MULTILABEL if multilabel else 0) | (_REJECT_ZERO if reject_zero else 0)
              | (0 if allow_unsorted else _REQUIRE_SORTED) | (_FLOAT32 if dtype == np.float32 else 0))
     array, address, length = _buffer_address(buf)
-    handle = lib.gs_libsvm_parse(address, length, flags, num_threads or _default_threads())
+    handle = lib.gluon_sparse_libsvm_parse(address, length, flags, num_threads or _default_threads())
     if not handle:
         raise MemoryError("out of memory while parsing %s" % source)
     try:
         info = _ErrorInfo()
-        if lib.gs_libsvm_error(handle, ctypes.byref(info)):
+        if lib.gluon_sparse_libsvm_error(handle, ctypes.byref(info)):
             if info.code == _OUT_OF_MEMORY:
                 raise MemoryError("out of memory while parsing %s" % source)
             raise _describe_error(array, info, source, line_base, multilabel)
         counts = [ctypes.c_int64() for _ in range(5)]
-        lib.gs_libsvm_counts(handle, *[ctypes.byref(c) for c in counts])
+        lib.gluon_sparse_libsvm_counts(handle, *[ctypes.byref(c) for c in counts])
         num_rows, nnz, num_labels, min_index, max_index = (c.value for c in counts)
         if nnz == 0:
             min_index = max_index = -1
@@ -220,23 +220,23 @@ def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=Fa
         indptr = np.empty(num_rows + 1, dtype=index_dtype)
         labels = np.empty(num_labels, dtype=np.float64)
         label_ptr = np.empty(num_rows + 1, dtype=np.int64) if multilabel else None
-        status = lib.gs_libsvm_copy(
+        status = lib.gluon_sparse_libsvm_copy(
             handle, values.ctypes.data, indices.ctypes.data, indptr.ctypes.data,
             indices.itemsize, 0, 0, labels.ctypes.data,
             label_ptr.ctypes.data if multilabel else None, num_rows, nnz, num_labels)
         if status == _OUT_OF_MEMORY:
             raise MemoryError("out of memory while parsing %s" % source)
         if status:
-            raise RuntimeError("internal error: gs_libsvm_copy returned %d for %s" % (status, source))
+            raise RuntimeError("internal error: gluon_sparse_libsvm_copy returned %d for %s" % (status, source))
     finally:
-        lib.gs_libsvm_free(handle)
+        lib.gluon_sparse_libsvm_free(handle)
     return ParsedChunk(values, indices, indptr, labels, label_ptr, min_index, max_index)
 
 
 def newlines_before(buf, offset):
     """Number of line breaks in ``buf[:offset]`` (memchr in C, without the GIL)."""
     array, address, length = _buffer_address(buf)
-    return _parser_library().gs_libsvm_line_of_offset(address, length, offset) - 1
+    return _parser_library().gluon_sparse_libsvm_line_of_offset(address, length, offset) - 1
 
 
 def count_rows(buf):
@@ -259,5 +259,5 @@ def row_line_number(buf, row, line_base=0):
     """1-based line number of data row ``row`` of ``buf`` (comment/blank lines skipped)."""
     lib = _parser_library()
     array, address, length = _buffer_address(buf)
-    offset = lib.gs_libsvm_row_offset(address, length, row)
-    return line_base + lib.gs_libsvm_line_of_offset(address, length, max(offset, 0))
+    offset = lib.gluon_sparse_libsvm_row_offset(address, length, row)
+    return line_base + lib.gluon_sparse_libsvm_line_of_offset(address, length, max(offset, 0))

@@ -138,10 +138,10 @@ def _gather_library():
     if _gather_lib is None:
         lib = _native.io_library()
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        lib.gs_csr_gather_indptr.restype = ctypes.c_int32
-        lib.gs_csr_gather_indptr.argtypes = [ptr, ctypes.c_int32, i64, i64, ptr, i64, ptr, ptr]
-        lib.gs_csr_gather_fill.restype = ctypes.c_int32
-        lib.gs_csr_gather_fill.argtypes = [ptr, ptr, ptr, ctypes.c_int32, ctypes.c_int32, ptr, i64,
+        lib.gluon_sparse_csr_gather_indptr.restype = ctypes.c_int32
+        lib.gluon_sparse_csr_gather_indptr.argtypes = [ptr, ctypes.c_int32, i64, i64, ptr, i64, ptr, ptr]
+        lib.gluon_sparse_csr_gather_fill.restype = ctypes.c_int32
+        lib.gluon_sparse_csr_gather_fill.argtypes = [ptr, ptr, ptr, ctypes.c_int32, ctypes.c_int32, ptr, i64,
                                            ptr, i64, ptr, ptr]
         _gather_lib = lib
     return _gather_lib
@@ -172,7 +172,7 @@ def gather_rows(matrix, rows):
     lib = _gather_library()
     out_indptr = np.empty(len(rows) + 1, dtype=np.int64)
     bad = ctypes.c_int64(-1)
-    status = lib.gs_csr_gather_indptr(matrix.indptr.ctypes.data, index_dtype.itemsize,
+    status = lib.gluon_sparse_csr_gather_indptr(matrix.indptr.ctypes.data, index_dtype.itemsize,
                                       matrix.shape[0], len(matrix.indices), rows.ctypes.data,
                                       len(rows), out_indptr.ctypes.data, ctypes.byref(bad))
     if status == -1:
@@ -183,13 +183,13 @@ def gather_rows(matrix, rows):
     nnz = int(out_indptr[-1])
     out_indices = np.empty(nnz, dtype=np.int64)
     out_values = np.empty(nnz, dtype=matrix.data.dtype)
-    status = lib.gs_csr_gather_fill(matrix.indptr.ctypes.data, matrix.indices.ctypes.data,
+    status = lib.gluon_sparse_csr_gather_fill(matrix.indptr.ctypes.data, matrix.indices.ctypes.data,
                                     matrix.data.ctypes.data, index_dtype.itemsize,
                                     matrix.data.itemsize, rows.ctypes.data, len(rows),
                                     out_indptr.ctypes.data, nnz, out_indices.ctypes.data,
                                     out_values.ctypes.data)
     if status:
-        raise RuntimeError("internal error: gs_csr_gather_fill returned %d" % status)
+        raise RuntimeError("internal error: gluon_sparse_csr_gather_fill returned %d" % status)
     return out_values, out_indices, out_indptr
 
 

@@ -9,7 +9,7 @@ step's scalars (bias-corrected ``lr``, ``wd``, ``clip_gradient``) in a
 history; every row remembers the step it is up to date with (``last_step``).
 A row left behind is brought up to date by replaying the steps it missed, with
 the eager operator's arithmetic, so the values are bitwise those of
-``gs_adam_update`` (standard Adam) whenever they are read:
+``gluon_sparse_adam_update`` (standard Adam) whenever they are read:
 
 * by the sparse blocks' forward pass (``FullyConnectedSparse``,
   ``FactorizationMachine``), for exactly the rows of the batch: the product
@@ -121,7 +121,7 @@ def _flush(state):
     weight = state["_weight"]
     if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
         return
-    mx.nd.gs_adam_deferred_flush(weight, state["mean"], state["var"], state["last_step"],
+    mx.nd.gluon_sparse_adam_deferred_flush(weight, state["mean"], state["var"], state["last_step"],
                                  state["history"], out=weight, step=state["step"],
                                  beta1=state["beta1"], beta2=state["beta2"],
                                  epsilon=state["epsilon"])
@@ -346,7 +346,7 @@ class DeferredAdamState(_parameter_hooks.DeferredState):
                   "catch_up": int(catch_up)}
         if clip_gradient is not None:
             kwargs["clip_gradient"] = clip_gradient
-        mx.nd.gs_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
+        mx.nd.gluon_sparse_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
                                       self.history, out=weight, **kwargs)
         self.step = step
 
@@ -451,7 +451,7 @@ def update(optimizer, index, weight, grad, state):
 
     Counts the update, folds the bias correction into the learning rate
     exactly as :class:`mxnet.optimizer.Adam` does, and applies it through
-    ``gs_adam_deferred_update``.
+    ``gluon_sparse_adam_deferred_update``.
 
     Parameters
     ----------

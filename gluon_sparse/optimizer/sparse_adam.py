@@ -4,7 +4,7 @@ MXNet 1.9.1 applies ``adam_update(lazy_update=False)`` to a row_sparse gradient
 with a num_rows-long sequential prefix sum and a generic kernel; on a
 1,000,000 x 128 weight that step costs far more than the memory it must touch.
 :class:`SparseAdam` keeps ``mx.optimizer.Adam``'s arguments, state layout and
-results but sends those updates to ``gs_adam_update`` (csrc/ops/adam_op.cc), a
+results but sends those updates to ``gluon_sparse_adam_update`` (csrc/ops/adam_op.cc), a
 single-pass OpenMP/CUDA kernel with the same arithmetic.
 """
 import logging
@@ -26,9 +26,9 @@ _OP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _adam_op():
-    """``mx.nd.gs_adam_update``, loading the operator library on first use."""
+    """``mx.nd.gluon_sparse_adam_update``, loading the operator library on first use."""
     _native.load_ops()
-    return mx.nd.gs_adam_update
+    return mx.nd.gluon_sparse_adam_update
 
 
 @mx.optimizer.Optimizer.register
@@ -43,7 +43,7 @@ class SparseAdam(mx.optimizer.Adam):
     by gradient:
 
     * row_sparse gradient, ``lazy_update=False``: gluon-sparse's
-      ``gs_adam_update`` operator (one pass over the data, OpenMP on CPU, CUDA
+      ``gluon_sparse_adam_update`` operator (one pass over the data, OpenMP on CPU, CUDA
       on GPU), bitwise equal to MXNet's ``adam_update(lazy_update=False)`` on CPU;
     * dense gradient: MXNet's ``adam_update``;
     * ``lazy_update=True``: MXNet's lazy ``adam_update`` (only the gradient's

@@ -5,9 +5,9 @@ through the C entry points of ``adam_harness.cu`` and ``adam_deferred_harness.cu
 (no MXNet needed):
 
 - ``gluon_sparse/csrc/ops/adam_kernels.cu``: the eager standard-Adam update of
-  ``gs_adam_update`` (every row, every step);
+  ``gluon_sparse_adam_update`` (every row, every step);
 - ``gluon_sparse/csrc/ops/adam_deferred_kernels.cu``: deferred standard Adam of
-  ``gs_adam_deferred_update`` / ``gs_adam_deferred_flush`` (the gradient's rows
+  ``gluon_sparse_adam_deferred_update`` / ``gluon_sparse_adam_deferred_flush`` (the gradient's rows
   only; rows left behind replay the steps they missed when they are next read,
   or at the flush).
 

@@ -18,8 +18,8 @@ BUILD_SCRIPT = os.path.join(GPU_DIR, "build.sh")
 LIBRARY = os.path.join(GPU_DIR, "build", "libadam_harness.so")
 ERROR_BUFFER_BYTES = 512
 
-EAGER_ENTRY_POINTS = ("gs_harness_adam_update_f32", "gs_harness_adam_update_f64")
-DEFERRED_ENTRY_POINTS = tuple("gs_harness_adam_deferred_%s_%s" % (kind, suffix)
+EAGER_ENTRY_POINTS = ("gluon_sparse_harness_adam_update_f32", "gluon_sparse_harness_adam_update_f64")
+DEFERRED_ENTRY_POINTS = tuple("gluon_sparse_harness_adam_deferred_%s_%s" % (kind, suffix)
                               for kind in ("update", "catch_up") for suffix in ("f32", "f64"))
 
 
@@ -49,14 +49,14 @@ def load_library(rebuild=False, path=LIBRARY):
         fn.argtypes = [p, p, p, p, p, i64, i64, i64] + [f32] * 7 + [i32, p, p, text, i32]
         fn.restype = i32
     for suffix in ("f32", "f64"):
-        fn = getattr(lib, "gs_harness_adam_deferred_update_" + suffix)
+        fn = getattr(lib, "gluon_sparse_harness_adam_deferred_update_" + suffix)
         # weight, mean, var, last_step, history, capacity, grad, indices, nnz, num_rows, cols,
         # step, lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient, catch_up_rows,
         # validate, workspace, stream, error, error_len
         fn.argtypes = [p] * 5 + [i64, p, p, i64, i64, i64, i64] + [f32] * 7 + \
             [i32, i32, p, p, text, i32]
         fn.restype = i32
-        fn = getattr(lib, "gs_harness_adam_deferred_catch_up_" + suffix)
+        fn = getattr(lib, "gluon_sparse_harness_adam_deferred_catch_up_" + suffix)
         # weight, mean, var, last_step, history, capacity, num_rows, cols, rows, n, step,
         # beta1, beta2, epsilon, stream, error, error_len
         fn.argtypes = [p] * 5 + [i64, i64, i64, p, i64, i64] + [f32] * 3 + [p, text, i32]
@@ -77,8 +77,8 @@ class AdamKernels:
              epsilon=EPSILON, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0, validate=True):
         """Update every row of ``weight`` (and its ``mean``, ``var``) by one step."""
         torch = self.torch
-        fn = {torch.float32: self.lib.gs_harness_adam_update_f32,
-              torch.float64: self.lib.gs_harness_adam_update_f64}[weight.dtype]
+        fn = {torch.float32: self.lib.gluon_sparse_harness_adam_update_f32,
+              torch.float64: self.lib.gluon_sparse_harness_adam_update_f64}[weight.dtype]
         for t in (weight, mean, var, grad_values):
             assert t.device == weight.device and t.is_contiguous() and t.dtype == weight.dtype
         assert weight.device.type == self.device.type, "weight on %s" % weight.device
@@ -116,7 +116,7 @@ class DeferredAdamKernels:
 
     def _call(self, name, *args):
         error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
-        fn = getattr(self.lib, "gs_harness_adam_deferred_%s_%s" % (name, self.suffix))
+        fn = getattr(self.lib, "gluon_sparse_harness_adam_deferred_%s_%s" % (name, self.suffix))
         if fn(*args, stream_of(self.torch, self.weight.device), error, len(error)) != 0:
             raise ValueError(error.value.decode())
 

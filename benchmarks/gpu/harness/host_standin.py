@@ -76,14 +76,14 @@ class _Deferred:
 
 
 class HostStandIn:
-    """The six ``gs_harness_*`` entry points on host memory (see the module's doc)."""
+    """The six ``gluon_sparse_harness_*`` entry points on host memory (see the module's doc)."""
 
     def __getattr__(self, name):
         for suffix, dtype in _DTYPES.items():
             for kind, method in (("adam_update", self._eager),
                                  ("adam_deferred_update", self._deferred_update),
                                  ("adam_deferred_catch_up", self._catch_up)):
-                if name == "gs_harness_%s_%s" % (kind, suffix):
+                if name == "gluon_sparse_harness_%s_%s" % (kind, suffix):
                     return lambda *args, dtype=dtype, method=method: method(dtype, *args)
         raise AttributeError(name)
 

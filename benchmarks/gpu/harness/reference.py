@@ -1,8 +1,8 @@
 """NumPy references of the standard-Adam CUDA kernels, eager and deferred.
 
 They import no GPU package: ``tests/test_gpu_harness.py`` checks them bitwise
-against the CPU operators (``gs_adam_update``, ``gs_adam_deferred_update`` /
-``gs_adam_deferred_flush``) on any machine, so that a GPU run compares the
+against the CPU operators (``gluon_sparse_adam_update``, ``gluon_sparse_adam_deferred_update`` /
+``gluon_sparse_adam_deferred_flush``) on any machine, so that a GPU run compares the
 kernels with references that are themselves proven exact.
 """
 import numpy as np

@@ -144,7 +144,7 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
     eager_state = [deferred.weight.clone(), deferred.mean.clone(), deferred.var.clone()]
     eager_ms = cuda_time(torch, lambda: kernels.step(*eager_state, values, index_sets[0], lr,
                                                      wd=wd), repeat)
-    results.append(("eager gs_adam_update kernels (every row), index check", eager_ms))
+    results.append(("eager gluon_sparse_adam_update kernels (every row), index check", eager_ms))
     for gap in gaps:
         results.append(("deferred step: catch-up of the grad rows (%d missed step%s) + update"
                         % (gap, "" if gap == 1 else "s"), deferred_steps(gap)))

@@ -46,7 +46,7 @@ void GatherFill(const Int* indptr, const Int* indices, const char* values, int32
 
 extern "C" {
 
-int32_t gs_csr_gather_indptr(const void* indptr, int32_t index_bytes, int64_t num_rows,
+int32_t gluon_sparse_csr_gather_indptr(const void* indptr, int32_t index_bytes, int64_t num_rows,
                              int64_t nnz, const int64_t* rows, int64_t n, int64_t* out_indptr,
                              int64_t* bad_position) {
   if (n < 0 || num_rows < 0) return -2;
@@ -57,7 +57,7 @@ int32_t gs_csr_gather_indptr(const void* indptr, int32_t index_bytes, int64_t nu
   return -2;
 }
 
-int32_t gs_csr_gather_fill(const void* indptr, const void* indices, const void* values,
+int32_t gluon_sparse_csr_gather_fill(const void* indptr, const void* indices, const void* values,
                            int32_t index_bytes, int32_t value_bytes, const int64_t* rows,
                            int64_t n, const int64_t* out_indptr, int64_t out_nnz,
                            int64_t* out_indices, void* out_values) {

@@ -44,7 +44,7 @@ struct Handle : HandleBase {
 // Parses buf[0, length); nullptr when not even the handle could be allocated.
 HandleBase* ParseBuffer(const char* buf, int64_t length, int32_t flags, int32_t num_threads);
 
-// Copies a parsed handle into caller-allocated arrays (see gs_libsvm_copy).
+// Copies a parsed handle into caller-allocated arrays (see gluon_sparse_libsvm_copy).
 template <typename Real>
 int32_t CopyParsed(const Handle<Real>& h, Real* values, void* indices, void* indptr,
                    int32_t index_bytes, int64_t index_shift, int64_t indptr_base, double* labels,

@@ -17,12 +17,12 @@ using gluon_sparse::io::ParseBuffer;
 
 extern "C" {
 
-void* gs_libsvm_parse(const char* buf, int64_t length, int32_t flags, int32_t num_threads) {
+void* gluon_sparse_libsvm_parse(const char* buf, int64_t length, int32_t flags, int32_t num_threads) {
   if (length < 0 || (length > 0 && buf == nullptr)) length = 0;
   return ParseBuffer(buf, length, flags, num_threads);
 }
 
-int32_t gs_libsvm_error(const void* handle, GsLibSVMErrorInfo* info) {
+int32_t gluon_sparse_libsvm_error(const void* handle, GsLibSVMErrorInfo* info) {
   if (!handle) return GS_LIBSVM_OUT_OF_MEMORY;
   const ErrorInfo& e = static_cast<const HandleBase*>(handle)->error;
   if (info) {
@@ -34,7 +34,7 @@ int32_t gs_libsvm_error(const void* handle, GsLibSVMErrorInfo* info) {
   return e.code;
 }
 
-void gs_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz, int64_t* num_labels,
+void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz, int64_t* num_labels,
                       int64_t* min_index, int64_t* max_index) {
   const HandleBase* h = static_cast<const HandleBase*>(handle);
   *num_rows = h->num_rows;
@@ -44,7 +44,7 @@ void gs_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz, int64
   *max_index = h->max_index;
 }
 
-int32_t gs_libsvm_copy(const void* handle, void* values, void* indices, void* indptr,
+int32_t gluon_sparse_libsvm_copy(const void* handle, void* values, void* indices, void* indptr,
                        int32_t index_bytes, int64_t index_shift, int64_t indptr_base,
                        double* labels, int64_t* label_ptr, int64_t num_rows, int64_t nnz,
                        int64_t num_labels) {
@@ -74,7 +74,7 @@ int32_t gs_libsvm_copy(const void* handle, void* values, void* indices, void* in
   }
 }
 
-void gs_libsvm_free(void* handle) { delete static_cast<HandleBase*>(handle); }
+void gluon_sparse_libsvm_free(void* handle) { delete static_cast<HandleBase*>(handle); }
 
 int32_t gluon_sparse_libsvm_team_size(int64_t length, int32_t num_threads) {
   return gluon_sparse::io::ParseTeamSize(length, num_threads);

@@ -26,7 +26,7 @@ bool IsDataLine(const char* p, const char* e) {
 
 extern "C" {
 
-int64_t gs_libsvm_line_of_offset(const char* buf, int64_t length, int64_t offset) {
+int64_t gluon_sparse_libsvm_line_of_offset(const char* buf, int64_t length, int64_t offset) {
   const char* end = buf + std::clamp<int64_t>(offset, 0, length);
   int64_t line = 1;
   for (const char* p = buf; p < end;) {
@@ -38,7 +38,7 @@ int64_t gs_libsvm_line_of_offset(const char* buf, int64_t length, int64_t offset
   return line;
 }
 
-int64_t gs_libsvm_row_offset(const char* buf, int64_t length, int64_t row) {
+int64_t gluon_sparse_libsvm_row_offset(const char* buf, int64_t length, int64_t row) {
   const char* p = buf;
   const char* stop = buf + length;
   int64_t seen = 0;

@@ -2,10 +2,10 @@
  * Deferred standard Adam: the results of standard (non-lazy) Adam at the cost
  * of lazy Adam.
  *
- *   gs_adam_deferred_update(weight, grad, mean, var, last_step, history,
+ *   gluon_sparse_adam_deferred_update(weight, grad, mean, var, last_step, history,
  *                           out=weight, lr=..., step=t, beta1=0.9, beta2=0.999,
  *                           epsilon=1e-8, wd=0, rescale_grad=1, clip_gradient=-1)
- *   gs_adam_deferred_flush(weight, mean, var, last_step, history, out=weight,
+ *   gluon_sparse_adam_deferred_flush(weight, mean, var, last_step, history, out=weight,
  *                          step=t, beta1=0.9, beta2=0.999, epsilon=1e-8)
  *
  * Standard Adam moves every row every step, but a row absent from the gradient
@@ -15,10 +15,10 @@
  * to the gradient's rows alone, setting their `last_step` (int64, one per row)
  * to t. Rows left behind are brought up to date by replaying the steps they
  * missed (adam_deferred_kernels.h), with the eager operator's arithmetic, so
- * results are bitwise equal to gs_adam_update's:
+ * results are bitwise equal to gluon_sparse_adam_update's:
  *   - by the product operators, for exactly the rows a batch reads (the
  *     registry, adam_deferred_registry.h),
- *   - by gs_adam_deferred_flush, for every row, before the weights are saved
+ *   - by gluon_sparse_adam_deferred_flush, for every row, before the weights are saved
  *     or handed out.
  *
  * A gradient row must be at step t - 1 (the forward pass that produced the
@@ -282,7 +282,7 @@ bool check_storage(const char* op, const Layout& layout, std::vector<int>* in_st
   }
   if (layout.grad >= 0 && (*in_stypes)[layout.grad] != kRowSparseStorage) {
     MX_ERROR_MSG << op << ": grad must be row_sparse; a dense gradient touches every row, so "
-                 << "deferring buys nothing: use gs_adam_update or adam_update";
+                 << "deferring buys nothing: use gluon_sparse_adam_update or adam_update";
     return false;
   }
   (*out_stypes)[0] = kDefaultStorage;
@@ -320,7 +320,7 @@ MXReturnValue mutate_flush_inputs(const ops::Attrs& attrs, std::vector<int>* inp
 
 namespace gdef = gluon_sparse::deferred;
 
-REGISTER_OP(gs_adam_deferred_update)
+REGISTER_OP(gluon_sparse_adam_deferred_update)
     .setParseAttrs(gdef::parse_update_attrs)
     .setInferType(gdef::infer_update_type)
     .setInferShape(gdef::infer_update_shape)
@@ -331,7 +331,7 @@ REGISTER_OP(gs_adam_deferred_update)
 #endif
     .setForward(gdef::compute_cpu, "cpu");
 
-REGISTER_OP(gs_adam_deferred_flush)
+REGISTER_OP(gluon_sparse_adam_deferred_flush)
     .setParseAttrs(gdef::parse_flush_attrs)
     .setInferType(gdef::infer_flush_type)
     .setInferShape(gdef::infer_flush_shape)

@@ -19,8 +19,8 @@ namespace deferred {
 
 namespace gd = gluon_sparse::adam::deferred;
 
-constexpr const char* kUpdateName = "gs_adam_deferred_update";
-constexpr const char* kFlushName = "gs_adam_deferred_flush";
+constexpr const char* kUpdateName = "gluon_sparse_adam_deferred_update";
+constexpr const char* kFlushName = "gluon_sparse_adam_deferred_flush";
 
 /*! \brief The parameters of both operators, parsed as the eager operator parses them. */
 struct Params {
@@ -76,7 +76,7 @@ bool report_stale_row(int64_t row, int64_t row_step, int64_t step);
 /*! \brief The flush's error for a row whose last_step lies outside [0, step]. */
 void report_invalid_last_step(int64_t row, int64_t row_step, int64_t step);
 
-// gs_adam_deferred_update (compute_*) and gs_adam_deferred_flush (flush_*) on each device.
+// gluon_sparse_adam_deferred_update (compute_*) and gluon_sparse_adam_deferred_flush (flush_*) on each device.
 mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
                                       std::vector<mxnet::ext::MXTensor>* inputs,
                                       std::vector<mxnet::ext::MXTensor>* outputs,

@@ -1,7 +1,7 @@
 /*!
- * `gs_adam_update`: standard (non-lazy) Adam on a row_sparse gradient, in place.
+ * `gluon_sparse_adam_update`: standard (non-lazy) Adam on a row_sparse gradient, in place.
  *
- *   gs_adam_update(weight, grad, mean, var, out=weight, lr=..., beta1=0.9,
+ *   gluon_sparse_adam_update(weight, grad, mean, var, out=weight, lr=..., beta1=0.9,
  *                  beta2=0.999, epsilon=1e-8, wd=0, rescale_grad=1, clip_gradient=-1,
  *                  flush_denormals=False)
  *
@@ -224,7 +224,7 @@ MXReturnValue mutate_inputs(const std::unordered_map<std::string, std::string>& 
 
 namespace gadam = gluon_sparse::adam;
 
-REGISTER_OP(gs_adam_update)
+REGISTER_OP(gluon_sparse_adam_update)
     .setParseAttrs(gadam::parse_attrs)
     .setInferType(gadam::infer_type)
     .setInferShape(gadam::infer_shape)

@@ -1,5 +1,5 @@
 /*!
- * The `gs_adam_update` operator's pieces shared by its files: adam_op.cc
+ * The `gluon_sparse_adam_update` operator's pieces shared by its files: adam_op.cc
  * (parameters, checks, attributes, registration), adam_op_cpu.cc and
  * adam_op_gpu.cc (compute).
  */
@@ -15,7 +15,7 @@
 namespace gluon_sparse {
 namespace adam {
 
-constexpr const char* kOpName = "gs_adam_update";
+constexpr const char* kOpName = "gluon_sparse_adam_update";
 enum Input { kWeight = 0, kGrad = 1, kMean = 2, kVar = 3, kNumInputs = 4 };
 extern const char* const kInputNames[kNumInputs];
 

@@ -1,5 +1,5 @@
 /*!
- * CPU compute of `gs_adam_update` (see adam_op.cc): one pass over weight,
+ * CPU compute of `gluon_sparse_adam_update` (see adam_op.cc): one pass over weight,
  * mean and var, contiguous blocks of rows per thread (as many threads as the
  * work pays for, omp_threads.h), walking the sorted gradient indices alongside.
  */

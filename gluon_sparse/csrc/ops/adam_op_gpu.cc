@@ -1,5 +1,5 @@
 /*!
- * GPU compute of `gs_adam_update` (see adam_op.cc): checks the gradient's
+ * GPU compute of `gluon_sparse_adam_update` (see adam_op.cc): checks the gradient's
  * indices on the device, then launches the CUDA kernel (adam_kernels.cu).
  */
 #if GLUON_SPARSE_WITH_CUDA
