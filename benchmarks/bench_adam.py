@@ -77,7 +77,8 @@ def bench_operator(rows, cols, grad_rows_list, repeat):
         table.add(**{"grad rows": "-", "candidate": "copy 3 x weight bytes, %d thread(s)" % threads,
                      "time/step": format_seconds(t),
                      "GB/s (24 B/elem)": BYTES_PER_ELEMENT * elements / t / 1e9,
-                     "vs MXNet standard": "-", "% of copy bandwidth": "%.0f%%" % (100 * copy_time / t)})
+                     "vs MXNet standard": "-",
+                     "% of copy bandwidth": "%.0f%%" % (100 * copy_time / t)})
 
     _native.load_ops()
     for grad_rows in grad_rows_list:
@@ -101,7 +102,8 @@ def bench_operator(rows, cols, grad_rows_list, repeat):
             lazy = name.endswith("lazy_update=True")
             table.add(**{"grad rows": grad_rows, "candidate": name, "time/step": format_seconds(t),
                          # Lazy Adam moves only the gradient's rows: no full-weight rate to quote.
-                         "GB/s (24 B/elem)": "-" if lazy else BYTES_PER_ELEMENT * elements / t / 1e9,
+                         "GB/s (24 B/elem)": ("-" if lazy
+                                              else BYTES_PER_ELEMENT * elements / t / 1e9),
                          "vs MXNet standard": "%.2fx faster" % (mxnet_standard / t),
                          "% of copy bandwidth": "-" if lazy else "%.0f%%" % (100 * copy_time / t)})
     table.meta["copy_bandwidth_gbs"] = copy_gbs
@@ -118,8 +120,8 @@ def bench_denormals(rows, cols, repeat):
     empty = mx.nd.sparse.zeros("row_sparse", (rows, cols))
     _native.load_ops()
     candidates = [
-        ("gluon_sparse_adam_update", lambda: mx.nd.gluon_sparse_adam_update(weight, empty, mean, var, out=weight,
-                                                        lr=1e-3)),
+        ("gluon_sparse_adam_update", lambda: mx.nd.gluon_sparse_adam_update(
+            weight, empty, mean, var, out=weight, lr=1e-3)),
         ("gluon_sparse_adam_update, flush_denormals=True", lambda: mx.nd.gluon_sparse_adam_update(
             weight, empty, mean, var, out=weight, lr=1e-3, flush_denormals=True)),
         ("MXNet adam_update, lazy_update=False", lambda: mx.nd.adam_update(

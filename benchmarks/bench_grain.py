@@ -90,7 +90,8 @@ def _adam_calls(work, rng):
         step[0] += 1
         # Every gradient row is up to date: the update alone is timed.
         state.update(big, dgrad, step[0], 1e-3, 0.0, 1.0, None, catch_up=True)
-    return {"gluon_sparse_adam_update (eager)": eager, "gluon_sparse_adam_deferred_update": deferred_update}, state
+    return {"gluon_sparse_adam_update (eager)": eager,
+            "gluon_sparse_adam_deferred_update": deferred_update}, state
 
 
 def main(argv=None):

@@ -311,7 +311,8 @@ def test_flush_denormals(flush):
     ref = [mx.nd.array(a) for a in (weight0, mean0, var0)]
     got = [mx.nd.array(a) for a in (weight0, mean0, var0)]
     mx.nd.adam_update(ref[0], grad, ref[1], ref[2], out=ref[0], lazy_update=False, lr=0.01)
-    mx.nd.gluon_sparse_adam_update(got[0], grad, got[1], got[2], out=got[0], lr=0.01, flush_denormals=flush)
+    mx.nd.gluon_sparse_adam_update(got[0], grad, got[1], got[2], out=got[0], lr=0.01,
+                                   flush_denormals=flush)
     ref_mean, mean = ref[1].asnumpy(), got[1].asnumpy()
     assert (np.abs(ref_mean)[ref_mean != 0] < tiny).any()  # MXNet keeps denormals
     if flush:

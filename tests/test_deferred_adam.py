@@ -65,7 +65,8 @@ def test_op_matches_eager_bitwise_over_300_steps(wd, clip, dtype):
             # The product operator brings the rows it reads up to date, as a forward pass.
             mx.nd.gluon_sparse_dot(_csr_of_rows(idx, rows).astype(dtype), w_def)
         state.update(w_def, grad, t, lr, wd, 1.0, clip)
-        mx.nd.gluon_sparse_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, wd=wd, **clip_kw)
+        mx.nd.gluon_sparse_adam_update(w_eager, grad, *eager_state, out=w_eager, lr=lr, wd=wd,
+                                       **clip_kw)
         mx.nd.adam_update(w_mx, grad, *mx_state, out=w_mx, lr=lr, wd=wd, lazy_update=False,
                           **clip_kw)
     assert state.last_step.asnumpy()[0] == 300
@@ -147,7 +148,8 @@ def test_rows_never_touched_commit_no_state_memory():
     # and the state is what eager Adam gives: touched rows moved, the rest zero
     moved = state.mean.asnumpy()[touched]
     np.testing.assert_allclose(moved, (1 - B1) * np.ones_like(moved), rtol=1e-6)
-    assert state.var.asnumpy().sum(dtype=np.float64) == pytest.approx(100 * cols * (1 - B2), rel=1e-4)
+    assert state.var.asnumpy().sum(dtype=np.float64) == pytest.approx(100 * cols * (1 - B2),
+                                                                      rel=1e-4)
 
 
 def test_op_rejects_bad_input():
@@ -169,8 +171,8 @@ def test_op_rejects_bad_input():
                                       state.last_step.astype("float32"), state.history, out=w,
                                       lr=0.1, step=1)
     with pytest.raises(mx.base.MXNetError, match="step"):
-        mx.nd.gluon_sparse_adam_deferred_flush(w, state.mean, state.var, state.last_step, state.history,
-                                     out=w, step=0)
+        mx.nd.gluon_sparse_adam_deferred_flush(w, state.mean, state.var, state.last_step,
+                                               state.history, out=w, step=0)
     with pytest.raises(RuntimeError, match="state is at step"):
         state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
         state.update(w, grad, 7, 0.1, 0.0, 1.0, None)

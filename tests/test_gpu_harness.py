@@ -76,11 +76,11 @@ def test_entry_points_report_errors_as_text(built_library):
     # weight, mean, var, last_step, history, capacity, num_rows, cols, rows, n, step,
     # beta1, beta2, epsilon, stream, error, error_len
     args = [None] * 4 + [history.ctypes.data, 4, 1, 8, None, 1]
-    rc = lib.gluon_sparse_harness_adam_deferred_catch_up_f32(*args, 9, 0.9, 0.999, 1e-8, None, error,
-                                                   len(error))
+    rc = lib.gluon_sparse_harness_adam_deferred_catch_up_f32(*args, 9, 0.9, 0.999, 1e-8, None,
+                                                             error, len(error))
     assert rc == 1 and b"step 9 does not fit a history of 4 records" in error.value
-    rc = lib.gluon_sparse_harness_adam_deferred_catch_up_f32(*args, 3, 0.9, 0.999, 1e-8, None, error,
-                                                   len(error))
+    rc = lib.gluon_sparse_harness_adam_deferred_catch_up_f32(*args, 3, 0.9, 0.999, 1e-8, None,
+                                                             error, len(error))
     assert rc == 1 and error.value.startswith(b"CUDA error: "), error.value
     rc = lib.gluon_sparse_harness_adam_deferred_update_f64(
         *([None] * 4), history.ctypes.data, 4, None, None, 0, 1, 8, 0, *([0.1] * 7), 0, 1, None,
@@ -364,15 +364,17 @@ def test_numpy_deferred_reference_is_the_cpu_operator(case):
         reference.numpy_step(w_eager, m_eager, v_eager, values, indices, lr, wd=wd,
                              clip_gradient=clip)
         grad = mx.nd.sparse.row_sparse_array((values, indices), shape=(rows, cols), dtype=dtype)
-        mx.nd.gluon_sparse_adam_deferred_update(weight, grad, mean, var, last_step, history, out=weight,
-                                      lr=lr, step=t, wd=wd, clip_gradient=clip, catch_up=1)
+        mx.nd.gluon_sparse_adam_deferred_update(weight, grad, mean, var, last_step, history,
+                                                out=weight, lr=lr, step=t, wd=wd,
+                                                clip_gradient=clip, catch_up=1)
         if t % 25 == 0:
             _assert_bitwise(weight.asnumpy()[indices], ref.weight[indices],
                             "gradient rows at step %d" % t)
     np.testing.assert_array_equal(last_step.asnumpy(), ref.last_step)
     assert (ref.last_step[rows * 9 // 10:] == 0).all()  # never touched
     assert longest_absence >= 240  # rows deferred for hundreds of steps
-    mx.nd.gluon_sparse_adam_deferred_flush(weight, mean, var, last_step, history, out=weight, step=steps)
+    mx.nd.gluon_sparse_adam_deferred_flush(weight, mean, var, last_step, history, out=weight,
+                                           step=steps)
     ref.flush()
     for got, want, eager, name in zip((weight, mean, var), (ref.weight, ref.mean, ref.var),
                                       (w_eager, m_eager, v_eager), ("weight", "mean", "var")):

@@ -90,7 +90,8 @@ def test_eager_adam_serial_equals_parallel(dtype):
         _native._set_parallelism(**mode)
         w, m, v = (mx.nd.array(a, dtype=dtype) for a in init)
         for _ in range(3):
-            mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=0.01, wd=0.01, clip_gradient=0.5)
+            mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=0.01, wd=0.01,
+                                           clip_gradient=0.5)
         outputs.append((w, m, v))
     reference = [mx.nd.array(a, dtype=dtype) for a in init]
     for _ in range(3):

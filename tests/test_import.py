@@ -100,8 +100,8 @@ def test_library_initialize_rejects_other_mxnet_versions():
     assert lib.initialize(major * 10000 + minor * 100 + patch) == 1  # MX_SUCCESS
 
 
-OPERATORS = ("gluon_sparse_adam_update", "gluon_sparse_adam_deferred_update", "gluon_sparse_adam_deferred_flush",
-             "gluon_sparse_dot")
+OPERATORS = ("gluon_sparse_adam_update", "gluon_sparse_adam_deferred_update",
+             "gluon_sparse_adam_deferred_flush", "gluon_sparse_dot")
 
 
 def test_import_registers_the_operators_with_mxnet():

@@ -48,11 +48,12 @@ int gluon_sparse_harness_adam_update_f32(float* weight, float* mean, float* var,
 }
 
 /*! \brief Standard Adam step on float64 device arrays. */
-int gluon_sparse_harness_adam_update_f64(double* weight, double* mean, double* var, const double* grad,
-                               const int64_t* indices, int64_t nnz, int64_t num_rows,
-                               int64_t cols, float lr, float beta1, float beta2, float epsilon,
-                               float wd, float rescale_grad, float clip_gradient, int validate,
-                               void* workspace, void* stream, char* error, int error_len) {
+int gluon_sparse_harness_adam_update_f64(double* weight, double* mean, double* var,
+                                         const double* grad, const int64_t* indices, int64_t nnz,
+                                         int64_t num_rows, int64_t cols, float lr, float beta1,
+                                         float beta2, float epsilon, float wd, float rescale_grad,
+                                         float clip_gradient, int validate, void* workspace,
+                                         void* stream, char* error, int error_len) {
   return update<double>(weight, mean, var, grad, indices, nnz, num_rows, cols, lr, beta1, beta2,
                         epsilon, wd, rescale_grad, clip_gradient, validate, workspace, stream,
                         error, error_len);

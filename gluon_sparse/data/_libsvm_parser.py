@@ -54,14 +54,17 @@ def _parser_library():
     if _lib is None:
         lib = _native.io_library()
         lib.gluon_sparse_libsvm_parse.restype = ctypes.c_void_p
-        lib.gluon_sparse_libsvm_parse.argtypes = [ctypes.c_void_p, _i64, ctypes.c_int32, ctypes.c_int32]
+        lib.gluon_sparse_libsvm_parse.argtypes = [ctypes.c_void_p, _i64, ctypes.c_int32,
+                                                  ctypes.c_int32]
         lib.gluon_sparse_libsvm_error.restype = ctypes.c_int32
         lib.gluon_sparse_libsvm_error.argtypes = [ctypes.c_void_p, ctypes.POINTER(_ErrorInfo)]
         lib.gluon_sparse_libsvm_counts.restype = None
         lib.gluon_sparse_libsvm_counts.argtypes = [ctypes.c_void_p] + [_i64p] * 5
         lib.gluon_sparse_libsvm_copy.restype = ctypes.c_int32
-        lib.gluon_sparse_libsvm_copy.argtypes = ([ctypes.c_void_p] * 4 + [ctypes.c_int32, _i64, _i64]
-                                       + [ctypes.c_void_p, ctypes.c_void_p, _i64, _i64, _i64])
+        lib.gluon_sparse_libsvm_copy.argtypes = ([ctypes.c_void_p] * 4
+                                                 + [ctypes.c_int32, _i64, _i64]
+                                                 + [ctypes.c_void_p, ctypes.c_void_p,
+                                                    _i64, _i64, _i64])
         lib.gluon_sparse_libsvm_free.restype = None
         lib.gluon_sparse_libsvm_free.argtypes = [ctypes.c_void_p]
         lib.gluon_sparse_libsvm_line_of_offset.restype = _i64
@@ -197,9 +200,11 @@ def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=Fa
         raise ValueError("dtype must be float32 or float64, got %s" % dtype)
     lib = _parser_library()
     flags = ((_MULTILABEL if multilabel else 0) | (_REJECT_ZERO if reject_zero else 0)
-             | (0 if allow_unsorted else _REQUIRE_SORTED) | (_FLOAT32 if dtype == np.float32 else 0))
+             | (0 if allow_unsorted else _REQUIRE_SORTED)
+             | (_FLOAT32 if dtype == np.float32 else 0))
     array, address, length = _buffer_address(buf)
-    handle = lib.gluon_sparse_libsvm_parse(address, length, flags, num_threads or _default_threads())
+    handle = lib.gluon_sparse_libsvm_parse(address, length, flags,
+                                           num_threads or _default_threads())
     if not handle:
         raise MemoryError("out of memory while parsing %s" % source)
     try:
@@ -227,7 +232,8 @@ def parse_libsvm_bytes(buf, *, dtype="float32", multilabel=False, reject_zero=Fa
         if status == _OUT_OF_MEMORY:
             raise MemoryError("out of memory while parsing %s" % source)
         if status:
-            raise RuntimeError("internal error: gluon_sparse_libsvm_copy returned %d for %s" % (status, source))
+            raise RuntimeError("internal error: gluon_sparse_libsvm_copy returned %d for %s"
+                               % (status, source))
     finally:
         lib.gluon_sparse_libsvm_free(handle)
     return ParsedChunk(values, indices, indptr, labels, label_ptr, min_index, max_index)

@@ -70,7 +70,8 @@ def csr_to_ndarray(matrix, dtype=None, ctx=None):
     two engine round trips. No numpy memory is referenced once this function
     returns. A non-CPU ``ctx`` is served by a copy of the CPU array.
     """
-    return csr_parts_to_ndarray(matrix.data, matrix.indices, matrix.indptr, matrix.shape, dtype, ctx)
+    return csr_parts_to_ndarray(matrix.data, matrix.indices, matrix.indptr, matrix.shape, dtype,
+                                ctx)
 
 
 def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None, row_offset=0):
@@ -139,10 +140,11 @@ def _gather_library():
         lib = _native.io_library()
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         lib.gluon_sparse_csr_gather_indptr.restype = ctypes.c_int32
-        lib.gluon_sparse_csr_gather_indptr.argtypes = [ptr, ctypes.c_int32, i64, i64, ptr, i64, ptr, ptr]
+        lib.gluon_sparse_csr_gather_indptr.argtypes = [ptr, ctypes.c_int32, i64, i64, ptr, i64,
+                                                       ptr, ptr]
         lib.gluon_sparse_csr_gather_fill.restype = ctypes.c_int32
-        lib.gluon_sparse_csr_gather_fill.argtypes = [ptr, ptr, ptr, ctypes.c_int32, ctypes.c_int32, ptr, i64,
-                                           ptr, i64, ptr, ptr]
+        lib.gluon_sparse_csr_gather_fill.argtypes = [ptr, ptr, ptr, ctypes.c_int32, ctypes.c_int32,
+                                                     ptr, i64, ptr, i64, ptr, ptr]
         _gather_lib = lib
     return _gather_lib
 
@@ -217,7 +219,8 @@ def check_batch_size(batch_size, num_features):
 
 def _is_contiguous(indices):
     n = len(indices)
-    return n > 0 and indices[-1] - indices[0] == n - 1 and (n < 3 or bool(np.all(np.diff(indices) == 1)))
+    return (n > 0 and indices[-1] - indices[0] == n - 1
+            and (n < 3 or bool(np.all(np.diff(indices) == 1))))
 
 
 class CSRBatchify:
@@ -248,7 +251,8 @@ class CSRBatchify:
 
     def __init__(self, data, label=None, dtype=None):
         if not sp.isspmatrix_csr(data):
-            raise TypeError("CSRBatchify needs a scipy.sparse.csr_matrix, got %s" % type(data).__name__)
+            raise TypeError("CSRBatchify needs a scipy.sparse.csr_matrix, got %s"
+                            % type(data).__name__)
         self.data = data
         self.label = label
         self.dtype = np.dtype(dtype or data.dtype)

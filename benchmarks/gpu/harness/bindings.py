@@ -18,7 +18,8 @@ BUILD_SCRIPT = os.path.join(GPU_DIR, "build.sh")
 LIBRARY = os.path.join(GPU_DIR, "build", "libadam_harness.so")
 ERROR_BUFFER_BYTES = 512
 
-EAGER_ENTRY_POINTS = ("gluon_sparse_harness_adam_update_f32", "gluon_sparse_harness_adam_update_f64")
+EAGER_ENTRY_POINTS = ("gluon_sparse_harness_adam_update_f32",
+                      "gluon_sparse_harness_adam_update_f64")
 DEFERRED_ENTRY_POINTS = tuple("gluon_sparse_harness_adam_deferred_%s_%s" % (kind, suffix)
                               for kind in ("update", "catch_up") for suffix in ("f32", "f64"))
 

@@ -36,7 +36,8 @@ void GatherFill(const Int* indptr, const Int* indices, const char* values, int32
     const int64_t begin = static_cast<int64_t>(indptr[rows[i]]);
     const int64_t length = out_indptr[i + 1] - out_indptr[i];
     const int64_t at = out_indptr[i];
-    for (int64_t k = 0; k < length; ++k) out_indices[at + k] = static_cast<int64_t>(indices[begin + k]);
+    for (int64_t k = 0; k < length; ++k)
+      out_indices[at + k] = static_cast<int64_t>(indices[begin + k]);
     std::memcpy(out_values + at * value_bytes, values + begin * value_bytes,
                 static_cast<size_t>(length) * value_bytes);
   }
@@ -51,9 +52,11 @@ int32_t gluon_sparse_csr_gather_indptr(const void* indptr, int32_t index_bytes, 
                              int64_t* bad_position) {
   if (n < 0 || num_rows < 0) return -2;
   if (index_bytes == 4)
-    return GatherIndptr(static_cast<const int32_t*>(indptr), num_rows, nnz, rows, n, out_indptr, bad_position);
+    return GatherIndptr(static_cast<const int32_t*>(indptr), num_rows, nnz, rows, n, out_indptr,
+                        bad_position);
   if (index_bytes == 8)
-    return GatherIndptr(static_cast<const int64_t*>(indptr), num_rows, nnz, rows, n, out_indptr, bad_position);
+    return GatherIndptr(static_cast<const int64_t*>(indptr), num_rows, nnz, rows, n, out_indptr,
+                        bad_position);
   return -2;
 }
 

@@ -17,7 +17,8 @@ using gluon_sparse::io::ParseBuffer;
 
 extern "C" {
 
-void* gluon_sparse_libsvm_parse(const char* buf, int64_t length, int32_t flags, int32_t num_threads) {
+void* gluon_sparse_libsvm_parse(const char* buf, int64_t length, int32_t flags,
+                                int32_t num_threads) {
   if (length < 0 || (length > 0 && buf == nullptr)) length = 0;
   return ParseBuffer(buf, length, flags, num_threads);
 }
@@ -34,8 +35,8 @@ int32_t gluon_sparse_libsvm_error(const void* handle, GsLibSVMErrorInfo* info) {
   return e.code;
 }
 
-void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz, int64_t* num_labels,
-                      int64_t* min_index, int64_t* max_index) {
+void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz,
+                                int64_t* num_labels, int64_t* min_index, int64_t* max_index) {
   const HandleBase* h = static_cast<const HandleBase*>(handle);
   *num_rows = h->num_rows;
   *nnz = h->nnz;

@@ -51,15 +51,16 @@ struct GsLibSVMErrorInfo {
 // buffer, see gluon_sparse_libsvm_team_size). Returns a handle
 // (free it with gluon_sparse_libsvm_free) or nullptr when not even the handle could be
 // allocated. Check gluon_sparse_libsvm_error() before reading counts.
-void* gluon_sparse_libsvm_parse(const char* buf, int64_t length, int32_t flags, int32_t num_threads);
+void* gluon_sparse_libsvm_parse(const char* buf, int64_t length, int32_t flags,
+                                int32_t num_threads);
 
 // Copies the first error (lowest byte offset) into *info; returns its code.
 int32_t gluon_sparse_libsvm_error(const void* handle, GsLibSVMErrorInfo* info);
 
 // Sizes of the parsed data. min_index is INT64_MAX and max_index -1 when the
 // buffer holds no feature; num_labels equals num_rows unless multilabel.
-void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz, int64_t* num_labels,
-                      int64_t* min_index, int64_t* max_index);
+void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* nnz,
+                                int64_t* num_labels, int64_t* min_index, int64_t* max_index);
 
 // Fills caller-allocated arrays. values: nnz floats (float32 or float64 as
 // parsed); indices: nnz integers of index_bytes (4 or 8) bytes, each reduced

@@ -101,7 +101,8 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
   }
   const MXTensor& weight = inputs[layout.weight];
   for (int i = 0; i < layout.count; ++i) {
-    if (inputs[i].ctx.dev_type != weight.ctx.dev_type || inputs[i].ctx.dev_id != weight.ctx.dev_id) {
+    if (inputs[i].ctx.dev_type != weight.ctx.dev_type ||
+        inputs[i].ctx.dev_id != weight.ctx.dev_id) {
       MX_ERROR_MSG << op << ": " << layout.names[i] << " is on " << inputs[i].ctx.dev_type << "("
                    << inputs[i].ctx.dev_id << ") but weight is on " << weight.ctx.dev_type << "("
                    << weight.ctx.dev_id << ")";

@@ -43,7 +43,8 @@ struct Layout {
   int weight, grad, mean, var, last_step, history, count;
   const char* const* names;
 };
-inline const char* const kUpdateInputs[] = {"weight", "grad", "mean", "var", "last_step", "history"};
+inline const char* const kUpdateInputs[] = {"weight", "grad", "mean", "var", "last_step",
+                                            "history"};
 inline const char* const kFlushInputs[] = {"weight", "mean", "var", "last_step", "history"};
 inline constexpr Layout kUpdateLayout = {0, 1, 2, 3, 4, 5, 6, kUpdateInputs};
 inline constexpr Layout kFlushLayout = {0, -1, 1, 2, 3, 4, 5, kFlushInputs};
@@ -76,7 +77,8 @@ bool report_stale_row(int64_t row, int64_t row_step, int64_t step);
 /*! \brief The flush's error for a row whose last_step lies outside [0, step]. */
 void report_invalid_last_step(int64_t row, int64_t row_step, int64_t step);
 
-// gluon_sparse_adam_deferred_update (compute_*) and gluon_sparse_adam_deferred_flush (flush_*) on each device.
+// gluon_sparse_adam_deferred_update (compute_*) and gluon_sparse_adam_deferred_flush (flush_*)
+// on each device.
 mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
                                       std::vector<mxnet::ext::MXTensor>* inputs,
                                       std::vector<mxnet::ext::MXTensor>* outputs,

@@ -72,7 +72,9 @@ bool parse_params(const ops::Attrs& attrs, AdamParams* p) {
   return true;
 }
 
-/*! \brief Check devices and sparse layouts (shapes and dtypes were inferred) and collect pointers. */
+/*!
+ * \brief Check devices and sparse layouts (shapes and dtypes were inferred) and collect pointers.
+ */
 bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTensor>& outputs,
                   UpdateArgs* args) {
   if (inputs.size() != kNumInputs || outputs.size() != 1) {
@@ -82,7 +84,8 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   }
   const MXTensor& weight = inputs[kWeight];
   for (int i = 0; i < kNumInputs; ++i) {
-    if (inputs[i].ctx.dev_type != weight.ctx.dev_type || inputs[i].ctx.dev_id != weight.ctx.dev_id) {
+    if (inputs[i].ctx.dev_type != weight.ctx.dev_type ||
+        inputs[i].ctx.dev_id != weight.ctx.dev_id) {
       MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " is on " << inputs[i].ctx.dev_type
                    << "(" << inputs[i].ctx.dev_id << ") but weight is on " << weight.ctx.dev_type
                    << "(" << weight.ctx.dev_id << ")";

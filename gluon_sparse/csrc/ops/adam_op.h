@@ -48,7 +48,9 @@ struct UpdateArgs {
   mxnet::ext::MXDType dtype;
 };
 
-/*! \brief Check devices and sparse layouts (shapes and dtypes were inferred) and collect pointers. */
+/*!
+ * \brief Check devices and sparse layouts (shapes and dtypes were inferred) and collect pointers.
+ */
 bool collect_args(const std::vector<mxnet::ext::MXTensor>& inputs,
                   const std::vector<mxnet::ext::MXTensor>& outputs, UpdateArgs* args);
 
