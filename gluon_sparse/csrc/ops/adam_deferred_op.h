@@ -79,23 +79,11 @@ void report_invalid_last_step(int64_t row, int64_t row_step, int64_t step);
 
 // gluon_sparse_adam_deferred_update (compute_*) and gluon_sparse_adam_deferred_flush (flush_*)
 // on each device.
-mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
-mxnet::ext::MXReturnValue flush_cpu(const ops::Attrs& attrs,
-                                    std::vector<mxnet::ext::MXTensor>* inputs,
-                                    std::vector<mxnet::ext::MXTensor>* outputs,
-                                    const mxnet::ext::OpResource& res);
+ops::Compute compute_cpu;
+ops::Compute flush_cpu;
 #if GLUON_SPARSE_WITH_CUDA
-mxnet::ext::MXReturnValue compute_gpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
-mxnet::ext::MXReturnValue flush_gpu(const ops::Attrs& attrs,
-                                    std::vector<mxnet::ext::MXTensor>* inputs,
-                                    std::vector<mxnet::ext::MXTensor>* outputs,
-                                    const mxnet::ext::OpResource& res);
+ops::Compute compute_gpu;
+ops::Compute flush_gpu;
 #endif
 
 }  // namespace deferred

@@ -54,15 +54,9 @@ struct UpdateArgs {
 bool collect_args(const std::vector<mxnet::ext::MXTensor>& inputs,
                   const std::vector<mxnet::ext::MXTensor>& outputs, UpdateArgs* args);
 
-mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
+ops::Compute compute_cpu;
 #if GLUON_SPARSE_WITH_CUDA
-mxnet::ext::MXReturnValue compute_gpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
+ops::Compute compute_gpu;
 #endif
 
 }  // namespace adam

@@ -20,6 +20,15 @@ namespace ops {
 
 using Attrs = std::unordered_map<std::string, std::string>;
 
+/*!
+ * \brief The type of every function an op registers with lib_api (setForward,
+ *        setBackward): declare one as `ops::Compute compute_cpu;`.
+ */
+using Compute = mxnet::ext::MXReturnValue(const Attrs& attrs,
+                                          std::vector<mxnet::ext::MXTensor>* inputs,
+                                          std::vector<mxnet::ext::MXTensor>* outputs,
+                                          const mxnet::ext::OpResource& res);
+
 /*! \brief Attributes MXNet adds itself (__ext_dtype__, __profiler_scope__, ...). */
 inline bool is_framework_attr(const std::string& key) { return key.rfind("__", 0) == 0; }
 

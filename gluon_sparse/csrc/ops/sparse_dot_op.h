@@ -27,23 +27,11 @@ bool parse_squared(const ops::Attrs& attrs, bool* squared);
 bool check_float_type(const mxnet::ext::MXTensor& t, const char* what);
 
 // Forward (out = dot(data, weight)) and weight gradient, on each device.
-mxnet::ext::MXReturnValue compute_cpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
-mxnet::ext::MXReturnValue gradient_cpu(const ops::Attrs& attrs,
-                                       std::vector<mxnet::ext::MXTensor>* inputs,
-                                       std::vector<mxnet::ext::MXTensor>* outputs,
-                                       const mxnet::ext::OpResource& res);
+ops::Compute compute_cpu;
+ops::Compute gradient_cpu;
 #if GLUON_SPARSE_WITH_CUDA
-mxnet::ext::MXReturnValue compute_gpu(const ops::Attrs& attrs,
-                                      std::vector<mxnet::ext::MXTensor>* inputs,
-                                      std::vector<mxnet::ext::MXTensor>* outputs,
-                                      const mxnet::ext::OpResource& res);
-mxnet::ext::MXReturnValue gradient_gpu(const ops::Attrs& attrs,
-                                       std::vector<mxnet::ext::MXTensor>* inputs,
-                                       std::vector<mxnet::ext::MXTensor>* outputs,
-                                       const mxnet::ext::OpResource& res);
+ops::Compute compute_gpu;
+ops::Compute gradient_gpu;
 #endif
 
 }  // namespace dot
