@@ -34,10 +34,15 @@ Cost: per step, the gradient's rows plus the replay of the rows the batch reads
 (each replayed step costs what one eager step costs for that row; rows whose
 mean and var are zero skip steps without weight decay for free). Memory beyond
 standard Adam's mean and var: one int64 per row and 12 bytes per step.
+
+What lives where: this module holds the Adam side, :class:`DeferredAdamState`
+(its arrays, the update, persistence) and the functions the optimizer and the
+user call (:func:`create_state`, :func:`update`, :func:`flush`,
+:func:`state_bytes`). Keeping the operator library's registry in step with the
+states (the ctypes bindings, binding a state to its weight, unregistering it
+when dropped, growing its history) is :mod:`gluon_sparse.optimizer._registry`'s,
+whose :func:`registered_count` is re-exported here.
 """
-import ctypes
-import functools
-import itertools
 import logging
 import math
 import weakref
@@ -45,8 +50,8 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from .. import _native
-from . import _engine_calls, _parameter_hooks
+from . import _parameter_hooks, _registry
+from ._registry import RegisteredState, registered_count
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
            "registered_count"]
@@ -55,124 +60,12 @@ logger = logging.getLogger(__name__)
 
 # The history starts with this many step records and doubles when full.
 _INITIAL_HISTORY = 1024
-_DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 
-_lib = None
-_owner_ids = itertools.count(1)
 # Optimizer -> its deferred states, for SparseAdam.flush().
 _states_by_optimizer = weakref.WeakKeyDictionary()
 
 
-def _library():
-    """The operator library's registry functions, through ctypes (loaded once)."""
-    global _lib
-    if _lib is None:
-        _native.load_ops()
-        # The same file MXNet loaded: dlopen returns the same instance, hence
-        # the same registry the operators see.
-        lib = ctypes.CDLL(_native.OPS_LIBRARY)
-        i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-        lib.gluon_sparse_deferred_register.argtypes = [
-            ptr, ctypes.c_uint64, ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int, ctypes.c_int,
-            f32, f32, f32, i64]
-        lib.gluon_sparse_deferred_set_history.argtypes = [ptr, ctypes.c_uint64, ptr, i64]
-        lib.gluon_sparse_deferred_unregister.argtypes = [ptr, ctypes.c_uint64]
-        lib.gluon_sparse_deferred_step.argtypes = [ptr]
-        lib.gluon_sparse_deferred_step.restype = i64
-        lib.gluon_sparse_deferred_count.restype = i64
-        _lib = lib
-    return _lib
-
-
-def _data_pointer(array):
-    """Address of an NDArray's data (allocating it first: creation may be pending)."""
-    array.wait_to_read()
-    pointer = ctypes.c_void_p()
-    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
-    return pointer.value
-
-
-def _lazy_zeros(shape, ctx, dtype):
-    """Zeros on ``ctx`` whose untouched pages cost nothing, where the platform allows.
-
-    ``mx.nd.zeros`` writes every byte: 1 GB of mean and var for a 10^6 x 128
-    weight, over a second of page faults before the first step. On the CPU,
-    numpy's zeros come from the OS as lazily mapped zero pages, and the array
-    is wrapped without a copy. Deferred Adam writes only the rows a batch
-    touches (a row untouched since the start is a fixed point when wd == 0),
-    so the memory of the rows of features never seen is never committed.
-    """
-    lazy = mx.nd.from_numpy(np.zeros(shape, dtype=dtype), zero_copy=True)
-    if lazy.context == ctx:
-        return lazy
-    return _zeros(shape, ctx, dtype)  # another device (or CPU id)
-
-
-def _zeros(shape, ctx, dtype):
-    return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
-
-
-def _flush(state):
-    """Queue the flush of a state's weight; ``state`` is the state's ``__dict__``.
-
-    Free when every row is known to be up to date (``_synced_step``): the
-    forward passes and updates only ever bring rows forward.
-    """
-    weight = state["_weight"]
-    if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
-        return
-    mx.nd.gluon_sparse_adam_deferred_flush(weight, state["mean"], state["var"], state["last_step"],
-                                 state["history"], out=weight, step=state["step"],
-                                 beta1=state["beta1"], beta2=state["beta2"],
-                                 epsilon=state["epsilon"])
-    state["_synced_step"] = state["step"]
-
-
-def _array_pointer(array):
-    """Address of an NDArray's data, without waiting (for use inside engine calls)."""
-    pointer = ctypes.c_void_p()
-    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
-    return pointer.value
-
-
-def _swap_history(pointer, owner, grown, old, capacity):
-    """Engine call: point the registry at ``grown`` (``old`` is kept alive until now)."""
-    del old
-    status = _library().gluon_sparse_deferred_set_history(pointer, owner, _array_pointer(grown),
-                                                          capacity)
-    if status != 0:
-        logger.error("deferred Adam: could not re-register a grown history (code %d)", status)
-
-
-def _unregister(pointer, owner, state):
-    """Engine call: forget a weight (``state``, its arrays, is kept alive until now)."""
-    del state
-    if _lib is not None:
-        _lib.gluon_sparse_deferred_unregister(pointer, owner)
-
-
-def _release(state, pointer, owner):
-    """Let a state's weight go: flush it, then unregister it from the operator library.
-
-    Called by ``weakref.finalize`` (when the state is dropped, e.g. with its
-    Trainer, or when it unbinds), which holds the state's ``__dict__``, hence
-    its arrays, alive until the registry has forgotten them. Flushing first
-    keeps the weight right for whoever reads it next, with or without a state.
-    """
-    weight = state["_weight"]
-    _flush(state)
-    # Forward passes already queued look the weight up in the registry when they
-    # run: unregister in engine order, after them and the flush, without waiting.
-    _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
-                       weight.context, [weight], "gluon_sparse_deferred_unregister")
-
-
-def registered_count():
-    """Number of weights registered in the operator library (a diagnostic)."""
-    return int(_library().gluon_sparse_deferred_count())
-
-
-class DeferredAdamState(_parameter_hooks.DeferredState):
+class DeferredAdamState(RegisteredState):
     """Optimizer state of one weight under deferred standard Adam.
 
     Holds ``mean`` and ``var`` (as standard Adam), ``last_step`` (int64, the
@@ -200,11 +93,11 @@ class DeferredAdamState(_parameter_hooks.DeferredState):
             raise ValueError("deferred Adam needs a dense weight with rows, got a %s array of "
                              "shape %s" % (weight.stype, weight.shape))
         dtype = np.dtype(weight.dtype)
-        if dtype not in _DTYPE_CODES:
+        if dtype not in _registry.DTYPE_CODES:
             raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
                             "float16 with multi_precision=True)" % dtype)
         ctx = weight.context
-        zeros = _lazy_zeros if lazy_zeros else _zeros
+        zeros = _registry.lazy_zeros if lazy_zeros else _registry.zeros
         self.mean = zeros(weight.shape, ctx, dtype)
         self.var = zeros(weight.shape, ctx, dtype)
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
@@ -216,94 +109,6 @@ class DeferredAdamState(_parameter_hooks.DeferredState):
         self._started = False
         self._unbind_state()
         self.bind(weight)
-
-    # ------------------------------------------------------------ registration
-    def _unbind_state(self):
-        self._weight = None
-        self._pointer = None
-        self._owner = None
-        self._finalizer = None
-
-    def bind(self, weight):
-        """Register the state for ``weight`` (re-registering if it moved).
-
-        Parameters
-        ----------
-        weight : NDArray
-            The weight this state updates; its rows are refreshed in place.
-        """
-        if self._weight is not None and weight.handle.value == self._weight.handle.value:
-            return  # the same array: no pointer look-up (it would wait for pending writes)
-        previous = _parameter_hooks.state_of(weight)
-        if previous is not None and previous is not self:
-            # Another state (a replaced Trainer's) still owes this weight rows: settle them.
-            previous.detach()
-        pointer = _data_pointer(weight)
-        if pointer == self._pointer:
-            _parameter_hooks.untrack(self._weight, self)
-            self._weight = weight
-            _parameter_hooks.track(weight, self)
-            return
-        self.unbind()
-        if weight.shape != self.mean.shape or np.dtype(weight.dtype) != self.mean.dtype:
-            raise ValueError("deferred Adam state of shape %s (%s) cannot update a weight of "
-                             "shape %s (%s)" % (self.mean.shape, self.mean.dtype, weight.shape,
-                                               np.dtype(weight.dtype)))
-        if weight.context != self.mean.context:
-            # A state loaded from Trainer.save_states comes back on its saved device.
-            for name in ("mean", "var", "last_step", "history"):
-                setattr(self, name, getattr(self, name).as_in_context(weight.context))
-        lib = _library()
-        owner = next(_owner_ids)
-        status = lib.gluon_sparse_deferred_register(
-            pointer, owner, _data_pointer(self.mean), _data_pointer(self.var),
-            _data_pointer(self.last_step), _data_pointer(self.history), self.history.shape[0],
-            weight.shape[0], int(np.prod(weight.shape[1:], dtype=np.int64)),
-            _DTYPE_CODES[np.dtype(weight.dtype)], 2 if weight.context.device_type == "gpu" else 1,
-            self.beta1, self.beta2, self.epsilon, self.step)
-        if status != 0:
-            raise RuntimeError("could not register the deferred Adam state of a weight of shape "
-                               "%s (code %d)" % (weight.shape, status))
-        self._weight, self._pointer, self._owner = weight, pointer, owner
-        # The finalizer holds the state's attributes (its arrays) until the
-        # registry has forgotten them, and flushes the weight if the state is
-        # dropped with rows behind. At interpreter exit there is no one to read.
-        self._finalizer = weakref.finalize(self, _release, self.__dict__, pointer, owner)
-        self._finalizer.atexit = False
-        _parameter_hooks.track(weight, self)
-
-    def unbind(self):
-        """Flush the bound weight and unregister the state (no-op when unbound)."""
-        if self._finalizer is not None:
-            _parameter_hooks.untrack(self._weight, self)
-            self._finalizer()
-        self._unbind_state()
-
-    def detach(self):
-        """Flush, then forget the bound weight (it is about to be replaced or dropped).
-
-        The next update binds the state to the weight it is given, every row
-        up to date.
-        """
-        self.unbind()
-
-    def _grow_history(self, needed):
-        capacity = self.history.shape[0]
-        while capacity <= needed:
-            capacity *= 2
-        old = self.history
-        grown = mx.nd.zeros((capacity, 3), ctx=old.context, dtype=np.float32)
-        grown[:old.shape[0]] = old  # queued after the updates that wrote `old`
-        if self._pointer is not None:
-            # Forward passes already queued read `old` through the registry: the
-            # registry switches to `grown` in engine order, after them and the
-            # copy, while this thread goes on (no wait: Ctrl-C stays prompt).
-            _engine_calls.push(functools.partial(_swap_history, self._pointer, self._owner,
-                                                 grown, old, capacity),
-                               self._weight.context, [self._weight, grown],
-                               "gluon_sparse_deferred_grow_history")
-        self.history = grown
-        logger.debug("deferred Adam history grown to %d steps", capacity)
 
     # ------------------------------------------------------------------ steps
     def update(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient, catch_up=False):
@@ -355,7 +160,7 @@ class DeferredAdamState(_parameter_hooks.DeferredState):
 
         Free when no update happened since the last flush.
         """
-        _flush(self.__dict__)
+        _registry.flush_rows(self.__dict__)
 
     def nbytes(self):
         """Bytes of the deferral's own state: ``last_step`` plus the history.
@@ -430,7 +235,8 @@ def create_state(optimizer, index, weight):
         return None
     if param._grad_stype != "row_sparse" or weight.stype != "default":
         return None
-    if _data_pointer(weight) not in {_data_pointer(a) for a in param.list_data()}:
+    if _registry.data_pointer(weight) not in {_registry.data_pointer(a)
+                                                for a in param.list_data()}:
         logger.warning("deferred Adam: %s is updated on a kvstore (update_on_kvstore=True), "
                        "whose copy of the weight no forward pass refreshes; it is updated "
                        "eagerly (standard Adam, full cost). Create the Trainer with "

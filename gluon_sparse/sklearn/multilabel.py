@@ -6,7 +6,9 @@ step scores the batch's positive labels and ``num_sampled`` sampled negatives
 only, and prediction ranks all labels exactly (:func:`~gluon_sparse.nn.top_k_scores`).
 Internally labels are numbered by decreasing training frequency, which is the
 order the default log-uniform sampler assumes; ``classes_`` keeps the labels
-as given, sorted.
+as given, sorted. Checking and encoding the targets and learning that order is
+:mod:`gluon_sparse.sklearn._multilabel_targets`'s; the network, training and
+prediction are here.
 """
 import logging
 from numbers import Integral
@@ -16,10 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 from mxnet import autograd, gluon
 from sklearn.base import ClassifierMixin
-from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from tqdm.auto import tqdm
 
 from ..data import csr_to_ndarray
@@ -28,6 +28,7 @@ from ..nn.sparse_output import _flush_deferred
 from ._base import BaseSparseNet
 from ._context import parse_context
 from ._hyperparams import estimator_init
+from ._multilabel_targets import MultiLabelTargetsMixin
 from ._training import registered_optimizer
 
 __all__ = ["SparseMultiLabelClassifier"]
@@ -69,7 +70,7 @@ class _MultiLabelNet(gluon.Block):
         return h if labels is None else self.output(h, labels)
 
 
-class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
+class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSparseNet):
     """Multi-label classifier for sparse input and huge label sets.
 
     ``fit(X, Y)`` takes ``Y`` as a scipy sparse indicator matrix ``(n, L)``
@@ -185,77 +186,6 @@ class SparseMultiLabelClassifier(ClassifierMixin, BaseSparseNet):
         hidden.hybridize()
         output.hybridize()
         return _MultiLabelNet(hidden, output)
-
-    # ------------------------------------------------------------------ targets
-    def _encode_labels(self, y, first_pass, n_samples, drop_unknown=False, classes=None):
-        """``Y`` as a CSR indicator in the fitted class order (fit: learn that order).
-
-        Labels not seen at fit are an error, or dropped with ``drop_unknown``
-        (scoring: no prediction can hit them). ``classes`` (first
-        ``partial_fit``): every label there will ever be.
-        """
-        if y is None:
-            raise ValueError("%s requires y to be passed, but the target y is None"
-                             % type(self).__name__)
-        if not sp.issparse(y) and not isinstance(y, (list, tuple)):
-            y = np.asarray(y)
-            if y.ndim == 2 and y.shape[1] == 1:
-                y = column_or_1d(y, warn=True)  # a column of labels, as scikit-learn reads it
-            if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
-                y = sp.csr_matrix(y)
-        if sp.issparse(y):
-            Y = sp.csr_matrix(y, dtype=np.float32)
-            if Y.shape[0] != n_samples:
-                raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
-            if not np.all(np.isin(Y.data, (0, 1))):
-                raise ValueError("a label indicator Y holds only 0 and 1")
-            if first_pass:
-                self.classes_, self.multilabel_ = np.arange(Y.shape[1]), True
-            elif Y.shape[1] != len(self.classes_):
-                raise ValueError("Y has %d columns but the model was fitted with %d labels"
-                                 % (Y.shape[1], len(self.classes_)))
-            Y.eliminate_zeros()
-            return Y
-        if len(y) != n_samples:
-            raise ValueError("y has %d rows but X has %d" % (len(y), n_samples))
-        multilabel = not isinstance(y, np.ndarray) and all(
-            isinstance(labels, (list, tuple, set, frozenset, np.ndarray)) for labels in y)
-        if not multilabel:
-            y = column_or_1d(y)
-            check_classification_targets(y)  # continuous, NaN and inf targets are refused
-        rows = [list(labels) for labels in y] if multilabel else [[label] for label in y]
-        if first_pass:
-            binarizer = MultiLabelBinarizer(sparse_output=True).fit(
-                rows if classes is None else [list(classes)])
-            # The labels' own dtype (int, str), not the binarizer's object array.
-            self.classes_ = np.array(binarizer.classes_.tolist())
-            self.multilabel_ = multilabel
-        binarizer = MultiLabelBinarizer(classes=self.classes_, sparse_output=True)
-        known = set(self.classes_.tolist())
-        if drop_unknown:
-            rows = [[label for label in row if label in known] for row in rows]
-        for row in rows:
-            unknown = [label for label in row if label not in known]
-            if unknown:
-                raise ValueError("y has labels %r that are not among the classes %s"
-                                 % (unknown[:10], "seen at fit" if classes is None
-                                    else "passed as classes"))
-        return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
-
-    def _learn_label_order(self, Y):
-        counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
-        self.label_counts_ = counts.tolist()
-        # A list, like the counts: the model directory stores both as JSON.
-        self.label_order_ = np.argsort(-counts, kind="stable").tolist()
-        self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
-
-    def _internal(self, Y):
-        """Columns of ``Y`` (class order) renumbered into output rows (frequency order)."""
-        rank = np.empty(len(self.classes_), dtype=np.int64)
-        rank[np.asarray(self.label_order_)] = np.arange(len(self.classes_))
-        Y = sp.csr_matrix((Y.data, rank[Y.indices], Y.indptr), shape=Y.shape)
-        Y.sort_indices()
-        return Y
 
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):

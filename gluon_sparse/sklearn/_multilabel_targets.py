@@ -1,0 +1,95 @@
+"""Targets of :class:`~gluon_sparse.sklearn.SparseMultiLabelClassifier`: encoding and label order.
+
+``Y`` comes as a scipy sparse or dense indicator matrix, a list of label
+lists, or a 1-D array of labels (multi-class). :class:`MultiLabelTargetsMixin`
+checks it and turns it into a CSR indicator over ``classes_`` (learning the
+classes at fit), learns the order of the output rows (most frequent training
+label first, what the log-uniform sampler assumes) and renumbers an indicator's
+columns into that order. The network, training and prediction are in
+:mod:`gluon_sparse.sklearn.multilabel`.
+"""
+import numpy as np
+import scipy.sparse as sp
+from sklearn.preprocessing import MultiLabelBinarizer
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
+
+__all__ = ["MultiLabelTargetsMixin"]
+
+
+class MultiLabelTargetsMixin:
+    """Target encoding of a multi-label estimator.
+
+    Sets the fitted attributes ``classes_``, ``multilabel_``,
+    ``label_counts_``, ``label_order_`` and ``labels_per_row_``.
+    """
+
+    def _encode_labels(self, y, first_pass, n_samples, drop_unknown=False, classes=None):
+        """``Y`` as a CSR indicator in the fitted class order (fit: learn that order).
+
+        Labels not seen at fit are an error, or dropped with ``drop_unknown``
+        (scoring: no prediction can hit them). ``classes`` (first
+        ``partial_fit``): every label there will ever be.
+        """
+        if y is None:
+            raise ValueError("%s requires y to be passed, but the target y is None"
+                             % type(self).__name__)
+        if not sp.issparse(y) and not isinstance(y, (list, tuple)):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = column_or_1d(y, warn=True)  # a column of labels, as scikit-learn reads it
+            if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
+                y = sp.csr_matrix(y)
+        if sp.issparse(y):
+            Y = sp.csr_matrix(y, dtype=np.float32)
+            if Y.shape[0] != n_samples:
+                raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
+            if not np.all(np.isin(Y.data, (0, 1))):
+                raise ValueError("a label indicator Y holds only 0 and 1")
+            if first_pass:
+                self.classes_, self.multilabel_ = np.arange(Y.shape[1]), True
+            elif Y.shape[1] != len(self.classes_):
+                raise ValueError("Y has %d columns but the model was fitted with %d labels"
+                                 % (Y.shape[1], len(self.classes_)))
+            Y.eliminate_zeros()
+            return Y
+        if len(y) != n_samples:
+            raise ValueError("y has %d rows but X has %d" % (len(y), n_samples))
+        multilabel = not isinstance(y, np.ndarray) and all(
+            isinstance(labels, (list, tuple, set, frozenset, np.ndarray)) for labels in y)
+        if not multilabel:
+            y = column_or_1d(y)
+            check_classification_targets(y)  # continuous, NaN and inf targets are refused
+        rows = [list(labels) for labels in y] if multilabel else [[label] for label in y]
+        if first_pass:
+            binarizer = MultiLabelBinarizer(sparse_output=True).fit(
+                rows if classes is None else [list(classes)])
+            # The labels' own dtype (int, str), not the binarizer's object array.
+            self.classes_ = np.array(binarizer.classes_.tolist())
+            self.multilabel_ = multilabel
+        binarizer = MultiLabelBinarizer(classes=self.classes_, sparse_output=True)
+        known = set(self.classes_.tolist())
+        if drop_unknown:
+            rows = [[label for label in row if label in known] for row in rows]
+        for row in rows:
+            unknown = [label for label in row if label not in known]
+            if unknown:
+                raise ValueError("y has labels %r that are not among the classes %s"
+                                 % (unknown[:10], "seen at fit" if classes is None
+                                    else "passed as classes"))
+        return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
+
+    def _learn_label_order(self, Y):
+        counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
+        self.label_counts_ = counts.tolist()
+        # A list, like the counts: the model directory stores both as JSON.
+        self.label_order_ = np.argsort(-counts, kind="stable").tolist()
+        self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
+
+    def _internal(self, Y):
+        """Columns of ``Y`` (class order) renumbered into output rows (frequency order)."""
+        rank = np.empty(len(self.classes_), dtype=np.int64)
+        rank[np.asarray(self.label_order_)] = np.arange(len(self.classes_))
+        Y = sp.csr_matrix((Y.data, rank[Y.indices], Y.indptr), shape=Y.shape)
+        Y.sort_indices()
+        return Y
