@@ -27,7 +27,8 @@ Steps are timed one by one after warm-up steps (``mx.nd.waitall`` inside the
 timed region); the tables give the median. The dense layer's (batch, L) target
 matrices are built before the timing (in ``quality``, inside the epochs, as a
 training loop would). The load average is recorded.
-Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all] [--quick]``
+Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all] [--quick]
+[--outputs sampled-bce ...]`` (``--outputs``: the quality part's variants)
 """
 import argparse
 import gc
