@@ -27,7 +27,8 @@ Steps are timed one by one after warm-up steps (``mx.nd.waitall`` inside the
 timed region); the tables give the median. The dense layer's (batch, L) target
 matrices are built before the timing (in ``quality``, inside the epochs, as a
 training loop would). The load average is recorded.
-Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all] [--quick]``
+Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all] [--quick]
+[--outputs sampled-bce ...]`` (``--outputs``: the quality part's variants)
 """
 import argparse
 import gc
@@ -280,7 +281,10 @@ def _train_quality(kind, X, Y, Xt, Yt, epochs):
     return seconds, [precision_at_k(Yt, ids, k) for k in (1, 3, 5)]
 
 
-def bench_quality(rows, num_features, num_labels, epochs):
+QUALITY_OUTPUTS = ("dense-bce", "dense-softmax", "sampled-softmax", "sampled-bce")
+
+
+def bench_quality(rows, num_features, num_labels, epochs, outputs=QUALITY_OUTPUTS):
     table = Table("output_quality", ["output", "epochs", "train_s", "P@1", "P@3", "P@5",
                                      "loadavg"])
     X, Y = planted_multilabel(rows + rows // 5, num_features, num_labels)
@@ -288,7 +292,7 @@ def bench_quality(rows, num_features, num_labels, epochs):
     popular = np.argsort(-np.asarray(Y.sum(axis=0)).ravel(), kind="stable")[:5]
     baseline = precision_at_k(Yt, np.tile(popular, (Yt.shape[0], 1)), 1)
     logger.info("label-popularity P@1 baseline: %.4f", baseline)
-    for kind in ("dense-bce", "dense-softmax", "sampled-softmax", "sampled-bce"):
+    for kind in outputs:
         seconds, (p1, p3, p5) = _train_quality(kind, X, Y, Xt, Yt, epochs)
         table.add(output=kind, epochs=epochs, train_s=seconds, **{"P@1": p1, "P@3": p3,
                                                                   "P@5": p5},
@@ -305,6 +309,8 @@ def main(argv=None):
     parser.add_argument("--part", choices=["scaling", "forum", "quality", "all"], default="all")
     parser.add_argument("--quick", action="store_true",
                         help="fewer steps and a smaller quality set (a smoke run)")
+    parser.add_argument("--outputs", nargs="+", choices=QUALITY_OUTPUTS, default=QUALITY_OUTPUTS,
+                        help="the output layers the quality part trains (default: all four)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     quick = args.quick
@@ -317,7 +323,8 @@ def main(argv=None):
         bench_forum(dense_steps=2 if quick else 4, steps=4 if quick else 10, warmup=1)
     if args.part in ("quality", "all"):
         bench_quality(rows=4000 if quick else 20_000, num_features=20_000,
-                      num_labels=2000 if quick else 10_000, epochs=1 if quick else 3)
+                      num_labels=2000 if quick else 10_000, epochs=1 if quick else 3,
+                      outputs=args.outputs)
     print("load average at end: %s" % _loadavg())
 
 

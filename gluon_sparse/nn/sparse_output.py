@@ -61,9 +61,33 @@ class SampledOutput(HybridBlock):
       classification): the target is uniform over the example's positives,
       ``-(1/|Y|) sum_{y in Y} log softmax_S(s)_y``; an example without
       positives contributes 0.
-    * ``loss='bce'``: binary cross-entropy summed over the candidates, each
-      sampled negative weighted by ``1 / p_c`` (Horvitz-Thompson): an
-      unbiased estimate of the binary cross-entropy summed over all labels.
+    * ``loss='bce'``: sampled sigmoid cross-entropy, negative sampling with
+      the logQ correction (TensorFlow's ``sampled_sigmoid`` / ``nce_loss``
+      with ``subtract_log_q``, word2vec's negative sampling): the binary
+      cross-entropy summed over the candidates, *unweighted*, on the logits
+      ``s_c - log p_c`` with the same ``p_c`` as the softmax (1 for the
+      batch's positives, which are negatives of the batch's other examples)::
+
+          sum_{c in S} softplus(s_c - log p_c) - y_c (s_c - log p_c)
+
+      Estimator and bias: a label drawn with probability ``p_c`` adds
+      ``p_c softplus(s - log p_c)`` to the expected loss, which is
+      ``softplus(s)`` (its term of the full loss) while ``exp(s) << p_c``
+      and grows only linearly, with slope ``p_c``, above: the estimate is
+      the full loss where the labels' scores are low (the negatives of a
+      trained model) and under-weights a negative whose score is high
+      compared with its inclusion probability, so those scores come down
+      more slowly than under the full loss. In return each term's gradient
+      is at most 1 in magnitude: the Horvitz-Thompson estimate (weights
+      ``1 / p_c``, unbiased for the loss) has weights near 1,000 for the
+      tail labels of a log-uniform proposal and trained worse than the
+      label-popularity baseline. The batch's positives count as negatives
+      of the other examples uncorrected, as in the softmax: an in-batch
+      component weighted by label frequency. The bias starts at the prior
+      logit ``-log(num_labels - 1)`` (each label positive with probability
+      ``1 / num_labels``), not 0: a label the sampler seldom draws keeps its
+      initial score for many steps, and from 0 those scores (``sigma = 0.5``)
+      outrank the trained labels' in prediction.
 
     With ``sampler='all'`` the candidates are all labels, ``p = 1``, and the
     losses are exactly the full softmax cross-entropy
@@ -91,7 +115,8 @@ class SampledOutput(HybridBlock):
     use_bias : bool, default True
     dtype : str, default 'float32'
     weight_initializer, bias_initializer : Initializer or str, optional
-        Defaults: MXNet's default (uniform) and zeros.
+        Defaults: MXNet's default (uniform), and for the bias zeros
+        (softmax) or the prior logit ``-log(num_labels - 1)`` (BCE).
     seed : int, optional
         Seed of the sampler's random generator (reproducible candidates).
 
@@ -127,7 +152,7 @@ class SampledOutput(HybridBlock):
 
     def __init__(self, num_labels, in_units=0, num_sampled=1024, sampler="log_uniform",
                  loss="softmax", label_counts=None, alpha=0.75, use_bias=True, dtype="float32",
-                 weight_initializer=None, bias_initializer="zeros", seed=None, prefix=None,
+                 weight_initializer=None, bias_initializer=None, seed=None, prefix=None,
                  params=None):
         super().__init__(prefix=prefix, params=params)
         if not isinstance(num_labels, (int, np.integer)) or num_labels <= 0:
@@ -141,6 +166,9 @@ class SampledOutput(HybridBlock):
         self._loss = loss
         self.sampler = make_sampler(sampler, self._num_labels, label_counts, alpha)
         self._rng = np.random.default_rng(seed)
+        if bias_initializer is None:
+            bias_initializer = ("zeros" if loss == "softmax" else
+                                mx.init.Constant(-np.log(max(self._num_labels - 1, 1))))
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(self._num_labels, in_units),
                                           init=weight_initializer, dtype=dtype,
@@ -210,8 +238,8 @@ class SampledOutput(HybridBlock):
             Softmax: the target distribution (one-hot, or uniform over the
             example's positives); BCE: the 0/1 indicator.
         correction : numpy.ndarray of shape (C,)
-            Softmax: ``log p_c``, subtracted from the logits; BCE: ``1 / p_c``,
-            the weight of each candidate's term.
+            ``log p_c``, subtracted from the logits (0 for the batch's
+            positives and with ``'all'`` and ``'in_batch'``).
         """
         indptr, positive_ids, multilabel = self._label_rows(labels, batch)
         positives = np.unique(positive_ids)
@@ -223,18 +251,19 @@ class SampledOutput(HybridBlock):
         log_p = np.zeros(ids.size)
         if not self.sampler.exhaustive:
             sampled_only = ~np.isin(ids, positives, assume_unique=True)
-            log_p[sampled_only] = self.sampler.log_inclusion(ids[sampled_only], self._num_sampled)
+            # Floored so that a label the sampler cannot draw (q = 0) gives a
+            # large finite shift, not an infinite logit.
+            log_p[sampled_only] = np.maximum(
+                self.sampler.log_inclusion(ids[sampled_only], self._num_sampled), -80.0)
         rows = np.repeat(np.arange(batch), np.diff(indptr))
         cols = np.searchsorted(ids, positive_ids)
         target = np.zeros((batch, ids.size))
         if self._loss == "softmax":
             counts = np.diff(indptr).astype(np.float64)
             target[rows, cols] = 1.0 / counts[rows]
-            correction = log_p
         else:
             target[rows, cols] = 1.0
-            correction = np.exp(-log_p)
-        return ids, target, correction
+        return ids, target, log_p
 
     # ---------------------------------------------------------------- forward
     def _check_input(self, h):
@@ -282,14 +311,13 @@ class SampledOutput(HybridBlock):
         logits = F.dot(h, rows, transpose_b=True)
         if bias is not None:
             logits = F.broadcast_add(logits, F.gluon_sparse_dot(selector, bias).reshape((1, -1)))
-        correction = correction.reshape((1, -1))
+        logits = F.broadcast_sub(logits, correction.reshape((1, -1)))
         if self._loss == "softmax":
-            logits = F.broadcast_sub(logits, correction)
             return -F.sum(target * F.log_softmax(logits, axis=1), axis=1)
-        # Stable sigmoid cross-entropy: max(x, 0) - x t + log(1 + exp(-|x|)).
+        # Stable sigmoid cross-entropy, unweighted: max(x, 0) - x t + log(1 + exp(-|x|)).
         per_label = F.relu(logits) - logits * target + F.Activation(-F.abs(logits),
                                                                      act_type="softrelu")
-        return F.sum(F.broadcast_mul(per_label, correction), axis=1)
+        return F.sum(per_label, axis=1)
 
     # ------------------------------------------------------------- prediction
     def _dense_params(self, ctx):
