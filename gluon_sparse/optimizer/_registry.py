@@ -140,11 +140,19 @@ def _release(state, pointer, owner):
     keeps the weight right for whoever reads it next, with or without a state.
     """
     weight = state["_weight"]
-    flush_rows(state)
-    # Forward passes already queued look the weight up in the registry when they
-    # run: unregister in engine order, after them and the flush, without waiting.
-    _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
-                       weight.context, [weight], "gluon_sparse_deferred_unregister")
+    try:
+        # The garbage collector may drop the state anywhere, also inside an
+        # autograd.record() scope, where MXNet refuses in-place writes to the
+        # arrays of a graph. The flush belongs to no graph.
+        with mx.autograd.pause():
+            flush_rows(state)
+    finally:
+        # Whatever the flush did, the registry must forget the arrays before they
+        # are freed: a stale entry would hand a later weight at the same address
+        # freed memory as its state. Forward passes already queued look the weight
+        # up when they run: unregister in engine order, after them, without waiting.
+        _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
+                           weight.context, [weight], "gluon_sparse_deferred_unregister")
 
 
 def registered_count():
