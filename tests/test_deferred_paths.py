@@ -247,6 +247,49 @@ def test_replaced_trainer_leaves_weights_caught_up(kind, wd):
     _assert_all_equal(nets, trainers)
 
 
+@pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
+def test_reads_inside_autograd_record_but_outside_a_forward(kind, wd):
+    # A user logging a weight's norm inside the record scope: the read flushes
+    # (it is outside a Block call), and MXNet refuses in-place writes to a
+    # graph's arrays while recording, unless the flush pauses recording.
+    nets, trainers = _pair(kind, True, wd)
+    _train_both(nets, trainers, _schedule()[:10])
+    norms = []
+    for net, trainer in zip(nets, trainers):
+        weight = _sparse_params(net)[0]
+        for x, y in _schedule(seed=5)[10:20]:
+            with autograd.record():
+                out = net(x)
+                norms.append(weight.data().norm().asnumpy())
+                loss = ((out.sum(axis=1, keepdims=True) - y) ** 2).mean()
+            loss.backward()
+            trainer.step(1)
+    half = len(norms) // 2
+    np.testing.assert_array_equal(np.array(norms[:half]), np.array(norms[half:]))
+    _assert_all_equal(nets, trainers)
+
+
+def test_trainer_dropped_inside_autograd_record_leaves_no_stale_registration():
+    # A deferred state may be dropped inside a record scope (here: a new Trainer
+    # takes the parameters over, so the old one, and its states, are freed there):
+    # its finalizer flushes (recording paused) and unregisters the weight, so the
+    # next steps neither fail nor replay from a freed state.
+    nets, trainers = _pair("fc", True, 0.01)
+    _train_both(nets, trainers, _schedule()[:10])
+    old = [id(trainer) for trainer in trainers]
+    batches = _schedule(seed=9)[:6]
+    with autograd.record():
+        trainers = [_trainer(nets[0], True, 0.01), _trainer(nets[1], False, 0.01)]
+        gc.collect()
+        assert not {id(o) for o in gc.get_objects() if isinstance(o, gluon.Trainer)} & set(old)
+        outs = [net(batches[0][0]) for net in nets]
+    mx.nd.waitall()
+    assert deferred.registered_count() == 0  # the old state let its weight go
+    np.testing.assert_array_equal(outs[0].asnumpy(), outs[1].asnumpy())
+    _train_both(nets, trainers, batches[1:])
+    _assert_all_equal(nets, trainers)
+
+
 def test_save_parameters_and_states_mid_run_change_nothing(tmp_path):
     # A regression guard (these paths were right before the hooks): the saves'
     # flushes leave the run on the eager run's trajectory.

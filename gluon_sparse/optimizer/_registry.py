@@ -104,14 +104,22 @@ def flush_rows(state):
 
     Free when every row is known to be up to date (``_synced_step``): the
     forward passes and updates only ever bring rows forward.
+
+    A flush may run inside an ``autograd.record()`` scope: a user reading
+    ``param.data()`` there (to log a norm, say), or the garbage collector
+    dropping a state. MXNet refuses in-place writes to a graph's arrays while
+    recording, and the flush belongs to no graph (it moves only rows the
+    recorded forward did not read: those it brought up to date itself), so it
+    runs with recording paused.
     """
     weight = state["_weight"]
     if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
         return
-    mx.nd.gluon_sparse_adam_deferred_flush(weight, state["mean"], state["var"], state["last_step"],
-                                 state["history"], out=weight, step=state["step"],
-                                 beta1=state["beta1"], beta2=state["beta2"],
-                                 epsilon=state["epsilon"])
+    with mx.autograd.pause():
+        mx.nd.gluon_sparse_adam_deferred_flush(
+            weight, state["mean"], state["var"], state["last_step"], state["history"],
+            out=weight, step=state["step"], beta1=state["beta1"], beta2=state["beta2"],
+            epsilon=state["epsilon"])
     state["_synced_step"] = state["step"]
 
 
@@ -141,11 +149,7 @@ def _release(state, pointer, owner):
     """
     weight = state["_weight"]
     try:
-        # The garbage collector may drop the state anywhere, also inside an
-        # autograd.record() scope, where MXNet refuses in-place writes to the
-        # arrays of a graph. The flush belongs to no graph.
-        with mx.autograd.pause():
-            flush_rows(state)
+        flush_rows(state)  # may run inside autograd.record(): flush_rows pauses it
     finally:
         # Whatever the flush did, the registry must forget the arrays before they
         # are freed: a stale entry would hand a later weight at the same address
