@@ -101,8 +101,13 @@ def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
     return ids_out, scores_out
 
 
-def _hits(Y, ids):
-    """(rows, k) 0/1 matrix: whether ``ids[i, j]`` is a positive of row i of the indicator ``Y``."""
+def _hits(Y, ids, k, metric):
+    """(rows, k) 0/1 matrix: whether ``ids[i, j]`` (j < k) is a positive of row i of the
+    indicator ``Y``, and each row's number of positives."""
+    ids = np.asarray(ids)[:, :k]
+    if ids.shape[1] < k:
+        raise ValueError("%s@%d needs at least %d predictions per row, got %d"
+                         % (metric, k, k, ids.shape[1]))
     Y = sp.csr_matrix(Y)
     if Y.shape[0] != ids.shape[0]:
         raise ValueError("the indicator has %d rows but the predictions %d"
@@ -129,11 +134,7 @@ def precision_at_k(Y, ids, k):
     -------
     float
     """
-    ids = np.asarray(ids)[:, :k]
-    if ids.shape[1] < k:
-        raise ValueError("precision@%d needs at least %d predictions per row, got %d"
-                         % (k, k, ids.shape[1]))
-    hits, _ = _hits(Y, ids)
+    hits, _ = _hits(Y, ids, k, "precision")
     return float(hits.sum(axis=1).mean() / k)
 
 
@@ -153,11 +154,7 @@ def ndcg_at_k(Y, ids, k):
     -------
     float
     """
-    ids = np.asarray(ids)[:, :k]
-    if ids.shape[1] < k:
-        raise ValueError("nDCG@%d needs at least %d predictions per row, got %d"
-                         % (k, k, ids.shape[1]))
-    hits, counts = _hits(Y, ids)
+    hits, counts = _hits(Y, ids, k, "nDCG")
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     dcg = hits @ discount
     ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(counts, k)]
