@@ -9,13 +9,15 @@ least once among the draws), which :meth:`CandidateSampler.log_inclusion`
 returns. Every sampler costs O(num_sampled) per batch (``'frequency'``:
 O(num_sampled log num_labels)), nothing proportional to the label count.
 """
+import abc
+
 import numpy as np
 
 __all__ = ["CandidateSampler", "UniformSampler", "LogUniformSampler", "FrequencySampler",
            "InBatchSampler", "AllLabelsSampler", "make_sampler"]
 
 
-class CandidateSampler:
+class CandidateSampler(abc.ABC):
     """Base class: draws negatives with replacement from a proposal ``q``.
 
     Parameters
@@ -32,13 +34,13 @@ class CandidateSampler:
             raise ValueError("num_labels must be a positive int, got %r" % (num_labels,))
         self.num_labels = int(num_labels)
 
+    @abc.abstractmethod
     def sample(self, rng, num_sampled):
         """``num_sampled`` label ids (int64) drawn with replacement from ``q``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def probability(self, ids):
         """Proposal probabilities ``q`` of the given label ids (float64)."""
-        raise NotImplementedError
 
     def log_inclusion(self, ids, num_sampled):
         """``log(1 - (1 - q) ** num_sampled)``: log-probability that each id is drawn at least once.

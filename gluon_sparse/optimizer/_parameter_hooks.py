@@ -57,6 +57,7 @@ The hooks, and why each exists:
 ``KVStore.pull``, ``KVStore.pushpull``
     Writes into the ``out`` arrays: flush those that are deferred weights.
 """
+import abc
 import threading
 import weakref
 
@@ -65,20 +66,20 @@ import mxnet as mx
 __all__ = ["DeferredState", "track", "untrack", "state_of", "flush_arrays", "install"]
 
 
-class DeferredState:
+class DeferredState(abc.ABC):
     """What the hooks need from the deferred optimizer state of one weight array.
 
     Subclasses call :func:`track` when they bind to an array and
     :func:`untrack` when they let it go.
     """
 
+    @abc.abstractmethod
     def flush(self):
         """Bring every row of the bound weight up to date (queued on MXNet's engine)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def detach(self):
         """Flush, then forget the bound array (it is about to be replaced or dropped)."""
-        raise NotImplementedError
 
 
 # NDArray handle -> the deferred state bound to that array. A state holds its
