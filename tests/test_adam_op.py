@@ -86,7 +86,7 @@ def test_matches_numpy_reference(params):
         scalars = {k: float(np.float32(x)) for k, x in dict(DEFAULTS, **params).items()}
         w, m, v = numpy_adam(w, m, v, rows, indices, **scalars)
         mx.nd.gluon_sparse_adam_update(weight, _rsp(rows, indices, shape, "float64"), mean, var,
-                             out=weight, **params)
+                                       out=weight, **params)
     np.testing.assert_allclose(weight.asnumpy(), w, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(mean.asnumpy(), m, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(var.asnumpy(), v, rtol=1e-12, atol=1e-16)

@@ -319,7 +319,7 @@ def test_numpy_step_is_the_eager_cpu_operator(dtype, cols, clip):
                              clip_gradient=clip)
         grad = mx.nd.sparse.row_sparse_array((values, indices), shape=(rows, cols), dtype=dtype)
         mx.nd.gluon_sparse_adam_update(nd[0], grad, nd[1], nd[2], out=nd[0], lr=lr, wd=wd,
-                             rescale_grad=0.5, clip_gradient=clip)
+                                       rescale_grad=0.5, clip_gradient=clip)
     for got, want, name in zip(nd, (w, m, v), ("weight", "mean", "var")):
         _assert_bitwise(got.asnumpy(), want, name)
 

@@ -152,7 +152,7 @@ class DeferredAdamState(RegisteredState):
         if clip_gradient is not None:
             kwargs["clip_gradient"] = clip_gradient
         mx.nd.gluon_sparse_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
-                                      self.history, out=weight, **kwargs)
+                                                self.history, out=weight, **kwargs)
         self.step = step
 
     def flush(self):

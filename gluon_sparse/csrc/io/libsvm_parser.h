@@ -70,9 +70,9 @@ void gluon_sparse_libsvm_counts(const void* handle, int64_t* num_rows, int64_t* 
 // earlier files). Sizes must equal gluon_sparse_libsvm_counts(), else
 // GS_LIBSVM_BAD_ARGUMENT is returned and nothing is written.
 int32_t gluon_sparse_libsvm_copy(const void* handle, void* values, void* indices, void* indptr,
-                       int32_t index_bytes, int64_t index_shift, int64_t indptr_base,
-                       double* labels, int64_t* label_ptr, int64_t num_rows, int64_t nnz,
-                       int64_t num_labels);
+                                 int32_t index_bytes, int64_t index_shift, int64_t indptr_base,
+                                 double* labels, int64_t* label_ptr, int64_t num_rows, int64_t nnz,
+                                 int64_t num_labels);
 
 void gluon_sparse_libsvm_free(void* handle);
 
