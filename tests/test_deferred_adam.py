@@ -182,6 +182,7 @@ def test_history_grows_and_state_unregisters(monkeypatch):
     monkeypatch.setattr(deferred, "_INITIAL_HISTORY", 4)
     rows, cols = 30, 2
     gc.collect()  # states of earlier tests unregister now, not during this test
+    mx.nd.waitall()  # (in engine order: count only once their unregistering has run)
     before = deferred.registered_count()
     w_def, w_eager = mx.nd.ones((rows, cols)), mx.nd.ones((rows, cols))
     eager_state = [mx.nd.zeros((rows, cols)) for _ in range(2)]
