@@ -58,6 +58,7 @@ The hooks, and why each exists:
     Writes into the ``out`` arrays: flush those that are deferred weights.
 """
 import abc
+import contextlib
 import threading
 import weakref
 
@@ -151,28 +152,29 @@ def _flat(out):
 
 
 # ------------------------------------------------------------------ the hooks
-def _block_call(self, *args):
+@contextlib.contextmanager
+def _forward_or_step():
+    """Mark this thread as inside a forward pass or a training step (reads do not flush)."""
     _inside.depth += 1
     try:
-        return _originals["Block.__call__"](self, *args)
+        yield
     finally:
         _inside.depth -= 1
+
+
+def _block_call(self, *args):
+    with _forward_or_step():
+        return _originals["Block.__call__"](self, *args)
 
 
 def _trainer_step(self, *args, **kwargs):
-    _inside.depth += 1
-    try:
+    with _forward_or_step():
         return _originals["Trainer.step"](self, *args, **kwargs)
-    finally:
-        _inside.depth -= 1
 
 
 def _trainer_update(self, *args, **kwargs):
-    _inside.depth += 1
-    try:
+    with _forward_or_step():
         return _originals["Trainer.update"](self, *args, **kwargs)
-    finally:
-        _inside.depth -= 1
 
 
 def _parameter_data(self, ctx=None):
