@@ -26,6 +26,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import _check_sample_weight
 from tqdm.auto import tqdm
 
+from .._interrupt import check as check_interrupt, interruptible
 from ..data import CSRDataset, SparseDataLoader
 from ..optimizer import flush as flush_deferred
 from ._context import parse_context
@@ -122,6 +123,7 @@ class TrainingMixin:
                           "clipped to %d" % (n_samples, n_samples))
         return min(self.batch_size, n_samples)
 
+    @interruptible
     def _fit_stochastic(self, X, targets, sample_weight, incremental):
         early_stopping = self.early_stopping and not incremental
         if early_stopping:
@@ -156,6 +158,7 @@ class TrainingMixin:
             epoch_loss = mx.nd.zeros((1,), ctx=ctx)
             n_steps = 0
             for x, label in loader:
+                check_interrupt()
                 if sample_weight is None:
                     weight_sum, batch_weight = x.shape[0], None
                 else:

@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from tqdm.auto import tqdm
 
+from .._interrupt import check as check_interrupt, interruptible
 from ..data import csr_to_ndarray
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ..nn.sparse_output import _flush_deferred
@@ -213,6 +214,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         self._train(X, self._internal(Y), sample_weight, incremental)
         return self
 
+    @interruptible
     def _train(self, X, Y, sample_weight, incremental):
         X_val = Y_val = None
         if self.early_stopping and not incremental:
@@ -231,6 +233,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             order = self._random_state.permutation(n) if self.shuffle else np.arange(n)
             total = mx.nd.zeros((1,), ctx=ctx)
             for start in range(0, n, batch):
+                check_interrupt()
                 rows = np.sort(order[start:start + batch])
                 x = csr_to_ndarray(X[rows], np.float32, ctx)
                 weight_sum = len(rows)
