@@ -117,6 +117,14 @@ def test_multiclass_labels(data):
     assert pred.shape == (Xt.shape[0],)
     yt = np.array([row[0] for row in Yt])
     assert clf.score(Xt, yt) == pytest.approx(accuracy_score(yt, pred))
+    assert clf._get_module().output._loss == "softmax"  # output_loss='auto', multi-class
+
+
+def test_auto_output_loss_is_bce_for_multilabel_targets(fitted):
+    assert fitted.output_loss == "auto" and fitted._get_module().output._loss == "bce"
+    explicit = SparseMultiLabelClassifier(output_loss="softmax", max_iter=1, num_sampled=4,
+                                          hidden_layer_sizes=(4,)).fit(*_planted(rows=50)[:2])
+    assert explicit._get_module().output._loss == "softmax"
 
 
 def test_pickle_and_save_load_predict_the_same(fitted, data, tmp_path):
