@@ -1,23 +1,69 @@
-"""A fully connected layer for CSR input whose weight lives row by row in a kvstore.
+"""Blocks whose weights live row by row in a kvstore and are pulled per batch.
 
 :class:`~gluon_sparse.nn.FullyConnectedSparse` keeps a full ``(in_units, units)``
 weight on every device and, with a distributed kvstore, pulls all of it after
-every step. For 10^7+ input features that is too much for one worker.
-:class:`FullyConnectedSparseRowSparseWeight` declares its weight as a
-``row_sparse`` :class:`~mxnet.gluon.Parameter`, the pattern of
-:class:`mxnet.gluon.contrib.nn.SparseEmbedding`: the :class:`~mxnet.gluon.Trainer`
-keeps the weight in its kvstore (the servers, with ``dist_*``), each batch
-pulls only the rows of the features it contains (``row_sparse_pull``) and the
-Trainer pushes back a ``row_sparse`` gradient of the same rows, updated where
-the weight lives (``update_on_kvstore``).
+every step. For 10^7+ input features that is too much for one worker, and a
+huge output layer (:class:`~gluon_sparse.nn.SampledOutput` over 10^5-10^6
+labels) has the same problem on the output side. The blocks here declare their
+weights as ``row_sparse`` :class:`~mxnet.gluon.Parameter` objects, the pattern
+of :class:`mxnet.gluon.contrib.nn.SparseEmbedding`: the
+:class:`~mxnet.gluon.Trainer` keeps the weight in its kvstore (the servers,
+with ``dist_*``; the kvstore's own copy with ``'device'`` / ``'local'`` and
+several contexts), each batch pulls only the rows it needs
+(``row_sparse_pull``, :func:`pull_rows`) and the Trainer pushes back a
+``row_sparse`` gradient of the same rows, updated where the weight lives
+(``update_on_kvstore``). Bytes per step are then proportional to the batch,
+not to the weight:
+
+* :class:`FullyConnectedSparseRowSparseWeight` pulls the rows of the features
+  a CSR batch contains;
+* :class:`SampledOutputRowSparseWeight` pulls the rows (weight and bias) of the
+  batch's candidate labels, drawn once per global batch
+  (:meth:`~SampledOutputRowSparseWeight.draw_candidates`) so that several
+  devices or workers train exactly as one device on the whole batch.
 """
 import mxnet as mx
 import numpy as np
 from mxnet.gluon import Block, nn
 
+from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
 from .basic_layers import _empty_rows
+from .sparse_output import SampledOutput
 
-__all__ = ["FullyConnectedSparseRowSparseWeight"]
+__all__ = ["FullyConnectedSparseRowSparseWeight", "SampledOutputRowSparseWeight", "Candidates",
+           "pull_rows"]
+
+# Parameter storage of the blocks here: weight and gradient both row_sparse.
+ROW_SPARSE = {"stype": "row_sparse", "grad_stype": "row_sparse"}
+
+
+def pull_rows(param, row_ids):
+    """The rows ``row_ids`` of a ``row_sparse`` Parameter, pulled from its Trainer's kvstore.
+
+    The shared mechanism of the blocks of this module: a thin layer over
+    :meth:`mxnet.gluon.Parameter.row_sparse_data` (``kvstore.row_sparse_pull``,
+    which sends each distinct row once) with a clearer error when no
+    :class:`~mxnet.gluon.Trainer` holds the parameter yet.
+
+    Parameters
+    ----------
+    param : mxnet.gluon.Parameter
+        A parameter with ``stype='row_sparse'``.
+    row_ids : NDArray of int64
+        Rows to pull (need be neither unique nor sorted), on the context whose
+        copy of the parameter receives them.
+
+    Returns
+    -------
+    RowSparseNDArray
+        The parameter's array on ``row_ids.context``, holding those rows;
+        gradients recorded through it land in the parameter's gradient.
+    """
+    if param._trainer is None:
+        raise RuntimeError("%s is stored row by row in a Trainer's kvstore: create the "
+                           "gluon.Trainer with this block's parameters before the first forward "
+                           "pass (no Trainer holds it yet)" % param.name)
+    return param.row_sparse_data(row_ids)
 
 
 class FullyConnectedSparseRowSparseWeight(Block):
@@ -101,8 +147,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
         self._in_units = int(in_units)
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(self._in_units, self._units),
-                                          init=weight_initializer, dtype=dtype,
-                                          stype="row_sparse", grad_stype="row_sparse")
+                                          init=weight_initializer, dtype=dtype, **ROW_SPARSE)
             if use_bias:
                 self.bias = self.params.get("bias", shape=(self._units,), init=bias_initializer,
                                             dtype=dtype)
@@ -148,7 +193,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
             # also make the weight gradient dense.
             x = x.tostype("csr")
         # Column indices need be neither unique nor sorted for row_sparse_pull.
-        weight = self.weight.row_sparse_data(x.indices)
+        weight = pull_rows(self.weight, x.indices)
         out = mx.nd.sparse.dot(x, weight)
         if self.bias is not None:
             out = mx.nd.broadcast_add(out, self.bias.data(x.context).reshape((1, -1)))
@@ -160,3 +205,217 @@ class FullyConnectedSparseRowSparseWeight(Block):
         return "{name}({in_units} -> {units}, {act}, weight_stype=row_sparse)".format(
             name=self.__class__.__name__, in_units=self._in_units, units=self._units,
             act=self.act._act_type if self.act is not None else "linear")
+
+
+class Candidates:
+    """The candidate labels of a batch, drawn once, and the targets of some of its rows.
+
+    Made by :meth:`SampledOutputRowSparseWeight.draw_candidates` for a whole
+    (global) batch; :meth:`rows` and :meth:`split` give the parts that
+    devices or workers pass to the block in place of their labels. Every part
+    shares the draw: the candidate ids (the whole batch's positives and the
+    sampled negatives) and the logQ correction, which is what makes the parts'
+    summed losses and gradients those of the whole batch.
+
+    Attributes
+    ----------
+    ids : numpy.ndarray of int64, shape (C,)
+        Sorted candidate labels.
+    target : numpy.ndarray, shape (num_rows, C)
+        The rows' targets over the candidates (see ``SampledOutput.candidates``).
+    correction : numpy.ndarray, shape (C,)
+        ``log p_c`` subtracted from the logits.
+    """
+
+    def __init__(self, ids, target, correction):
+        self.ids, self.target, self.correction = ids, target, correction
+
+    @property
+    def num_rows(self):
+        """Number of examples whose targets this holds."""
+        return self.target.shape[0]
+
+    def rows(self, start, stop):
+        """The part of rows ``start:stop`` (same ids and correction).
+
+        Parameters
+        ----------
+        start, stop : int
+            Row range, ``0 <= start <= stop <= num_rows``.
+
+        Returns
+        -------
+        Candidates
+        """
+        if not 0 <= start <= stop <= self.num_rows:
+            raise ValueError("rows %d:%d are outside the %d rows of this draw"
+                             % (start, stop, self.num_rows))
+        return Candidates(self.ids, self.target[start:stop], self.correction)
+
+    def split(self, sizes):
+        """Consecutive parts of the given sizes (e.g. ``part_sizes(batch, len(ctx))``).
+
+        Parameters
+        ----------
+        sizes : list of int
+            Row counts summing to ``num_rows``, in the order of the parts.
+
+        Returns
+        -------
+        list of Candidates
+        """
+        sizes = [int(size) for size in sizes]
+        if sum(sizes) != self.num_rows or min(sizes, default=0) < 0:
+            raise ValueError("part sizes %s do not split the %d rows of this draw"
+                             % (sizes, self.num_rows))
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        return [self.rows(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def __repr__(self):
+        return "Candidates(%d rows, %d candidates)" % (self.num_rows, self.ids.size)
+
+
+class SampledOutputRowSparseWeight(SampledOutput):
+    r""":class:`~gluon_sparse.nn.SampledOutput` whose weight and bias live in the kvstore.
+
+    Same losses, samplers, parameters (``weight`` ``(num_labels, in_units)``,
+    ``bias`` ``(num_labels, 1)``) and results as
+    :class:`~gluon_sparse.nn.SampledOutput`; the parameters are ``row_sparse``
+    and each forward pass pulls only the candidates' rows from the Trainer's
+    kvstore (:func:`pull_rows`), so that a step moves ``C x in_units`` values
+    each way (``C`` candidates) instead of ``num_labels x in_units``. For
+    several devices (a ``'device'`` kvstore) or workers (``dist_sync``),
+    draw the candidates once per global batch and give each part its rows::
+
+        draw = output.draw_candidates(labels)          # the whole batch's labels
+        parts = draw.split(part_sizes(batch_size, len(ctx)))
+        with autograd.record():
+            losses = [output(h, part).sum() for h, part in zip(hs, parts)]
+
+    Each device then scores the same candidates as one device given the whole
+    batch, and the summed gradients are that device's (up to float32 rounding
+    of the sum). A ``dist_sync`` worker draws from the labels of the whole
+    global batch too (labels only, not the features; seed the block the same
+    on every worker so that the sampled negatives agree) and passes
+    ``draw.rows(start, stop)`` for its own rows. Given its own labels alone, a
+    worker trains on its positives plus the shared negatives: a valid sampled
+    loss, but not the one-device result.
+
+    What the kvstore implies (as for
+    :class:`FullyConnectedSparseRowSparseWeight`): create the
+    :class:`~mxnet.gluon.Trainer` before the first forward pass; updates run
+    where the weight lives (``update_on_kvstore``), with an optimizer that
+    has a row_sparse update (SGD, lazy Adam, gluon-sparse's SparseAdam);
+    ``SparseAdam(deferred=True)`` runs there eagerly (exact standard Adam, at
+    a cost proportional to ``num_labels`` on the kvstore, not in the bytes
+    moved); with ``dist_*`` set ``rescale_grad`` on the optimizer and call
+    ``trainer.step(1)``; ``in_units`` must be given; the block is imperative
+    (rows are pulled at run time). :meth:`top_k` and :meth:`scores` pull the
+    whole weight; for prediction without a Trainer, load the saved parameters
+    into a :class:`~gluon_sparse.nn.SampledOutput` of the same shape.
+
+    Parameters
+    ----------
+    num_labels, in_units : int
+        Labels ``L`` and input width ``H`` (required).
+    **kwargs
+        As for :class:`~gluon_sparse.nn.SampledOutput` (``num_sampled``,
+        ``sampler``, ``loss``, ``seed``, ...).
+
+    Notes
+    -----
+    Called as ``block(h, labels)``: ``h`` an NDArray ``(batch_size, in_units)``,
+    ``labels`` as for :class:`~gluon_sparse.nn.SampledOutput` or a
+    :class:`Candidates` part with ``batch_size`` rows; the result the
+    ``batch_size`` losses.
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> from mxnet import autograd, gluon
+    >>> from gluon_sparse.nn import SampledOutputRowSparseWeight
+    >>> out = SampledOutputRowSparseWeight(100000, in_units=8, num_sampled=64, seed=0)
+    >>> out.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
+    >>> trainer = gluon.Trainer(out.collect_params(), 'sgd', {'learning_rate': 0.1},
+    ...                         kvstore='device')
+    >>> draw = out.draw_candidates(mx.nd.array([3, 17, 99999, 3]))
+    >>> parts = draw.split([2, 2])
+    >>> with autograd.record():
+    ...     losses = [out(mx.nd.ones((2, 8), ctx=c), p).sum()
+    ...               for c, p in zip([mx.cpu(0), mx.cpu(1)], parts)]
+    >>> autograd.backward(losses)
+    >>> trainer.step(4)
+    """
+
+    _param_stype = "row_sparse"
+
+    def __init__(self, num_labels, in_units, **kwargs):
+        if not isinstance(in_units, (int, np.integer)) or in_units <= 0:
+            raise ValueError("%s needs the input width: in_units must be a positive int, got %r"
+                             % (self.__class__.__name__, in_units))
+        super().__init__(num_labels, in_units=in_units, **kwargs)
+
+    def draw_candidates(self, labels, batch_size=None):
+        """Draw the candidates of a (global) batch: its positives plus sampled negatives.
+
+        Parameters
+        ----------
+        labels : int array (batch,) or CSR indicator (batch, num_labels)
+            The labels of every row of the batch (NDArray, NumPy or SciPy).
+        batch_size : int, optional
+            Rows of the batch (default: ``labels.shape[0]``).
+
+        Returns
+        -------
+        Candidates
+        """
+        if batch_size is None:
+            batch_size = labels.shape[0]
+        return Candidates(*self.candidates(labels, batch_size))
+
+    def _candidate_rows(self, F, selector, param):
+        # The pulled parameter is row_sparse: MXNet's dot(csr, row_sparse) reads
+        # those rows and gives a row_sparse gradient of the same rows.
+        return F.sparse.dot(selector, param)
+
+    def forward(self, h, labels):
+        """Loss of each example over its (global) batch's candidates."""
+        if not isinstance(h, mx.nd.NDArray):
+            raise TypeError("%s takes an NDArray batch, got %s (it cannot be hybridized: rows "
+                            "are pulled from the kvstore at run time)"
+                            % (self.__class__.__name__, type(h).__name__))
+        self._check_input(h)
+        batch = h.shape[0]
+        draw = labels if isinstance(labels, Candidates) else self.draw_candidates(labels, batch)
+        if draw.num_rows != batch:
+            raise ValueError("%s: the candidates part has targets for %d rows but the batch has "
+                             "%d rows" % (self.name, draw.num_rows, batch))
+        dtype = np.dtype(self.weight.dtype)
+        ctx = h.context
+        ids = array_to_ndarray(draw.ids, ctx)
+        weight = pull_rows(self.weight, ids)
+        bias = pull_rows(self.bias, ids) if self.bias is not None else None
+        selector = csr_parts_to_ndarray(np.ones(draw.ids.size, dtype=dtype), draw.ids,
+                                        np.arange(draw.ids.size + 1, dtype=np.int64),
+                                        (draw.ids.size, self.num_labels), dtype, ctx)
+        target = array_to_ndarray(draw.target.astype(dtype), ctx)
+        correction = array_to_ndarray(draw.correction.astype(dtype), ctx)
+        return self.hybrid_forward(mx.nd, h, selector, target, correction, weight, bias)
+
+    def _dense_params(self, ctx):
+        # Prediction reads every row: pull them all (what save_parameters does too).
+        all_rows = mx.nd.arange(self.num_labels, ctx=ctx, dtype=np.int64)
+        dense = []
+        for param in (self.weight, self.bias):
+            if param is None:
+                dense.append(None)
+                continue
+            pulled = pull_rows(param, all_rows)
+            if pulled.indices.shape[0] != self.num_labels:
+                raise RuntimeError("%s: pulling all %d rows of %s gave %d rows"
+                                   % (self.name, self.num_labels, param.name,
+                                      pulled.indices.shape[0]))
+            # All rows, sorted: the row_sparse array's data is the dense weight.
+            dense.append(pulled.data)
+        weight, bias = dense
+        return weight, bias.reshape((-1,)) if bias is not None else None
