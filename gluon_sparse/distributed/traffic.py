@@ -67,6 +67,13 @@ def _pairs(keys, values):
     return [(keys, v) for v in _as_list(values)]
 
 
+def _key_names(params):
+    """Names of a Trainer's kvstore keys 0, 1, ... for the parameters it was given."""
+    if hasattr(params, "keys"):
+        return sorted(params.keys())  # gluon.Trainer sorts a dict's names
+    return [getattr(p, "name", p) for p in params]
+
+
 class KVStoreTraffic:
     """Bytes pushed to and pulled from one kvstore, per key, since the last :meth:`reset`.
 
@@ -75,9 +82,11 @@ class KVStoreTraffic:
     kvstore : mxnet.kvstore.KVStore
         The kvstore to count (give the same object to the
         :class:`~mxnet.gluon.Trainer`: ``Trainer(..., kvstore=kv)``).
-    names : list of str, optional
-        Names of the integer keys (a Trainer's key ``i`` is its ``i``-th
-        parameter: pass ``list(params.keys())``).
+    names : ParameterDict, dict, list of Parameter or list of str, optional
+        What the integer keys stand for: the parameters given to the
+        :class:`~mxnet.gluon.Trainer` (which numbers a dict's parameters in
+        the sorted order of their names, a list's in its order), or the key
+        names in key order.
 
     Attributes
     ----------
@@ -101,7 +110,7 @@ class KVStoreTraffic:
 
     def __init__(self, kvstore, names=None):
         self.kvstore = kvstore
-        self.names = list(names) if names is not None else None
+        self.names = _key_names(names) if names is not None else None
         self.reset()
         self.enabled = True
         self._originals = {name: getattr(kvstore, name) for name in _WRAPPED}
