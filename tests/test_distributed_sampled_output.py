@@ -199,3 +199,25 @@ def test_kvstore_traffic_counts_payload_bytes():
     traffic.close()
     kv.push(0, mx.nd.ones((5, 3)))
     assert traffic.pushed["dense"] == 120  # no longer counted
+
+
+def test_parameters_loaded_from_the_plain_block_keep_their_zero_rows(tmp_path):
+    # The plain block's softmax bias starts at 0: converted to row_sparse on
+    # load, it would store no row at all, and the kvstore's eager Adam (or a
+    # dist server) refuses a weight missing rows.
+    data = batches(multilabel=False)
+    plain = make(SampledOutput, mx.cpu(0), "softmax")
+    path = str(tmp_path / "plain.params")
+    plain.save_parameters(path)
+    out = SampledOutputRowSparseWeight(NUM_LABELS, in_units=IN_UNITS, num_sampled=20, seed=3)
+    out.load_parameters(path, ctx=CONTEXTS)
+    trainer = gluon.Trainer(out.collect_params(), OPTIMIZERS["sparseadam"](), kvstore="device")
+    reference = train_one_device("sparseadam", "softmax", data[:1])
+    parts = out.draw_candidates(data[0][1]).split([5, 5])
+    with autograd.record():
+        losses = [out(mx.nd.array(data[0][0][a:a + 5], ctx=ctx), part).sum()
+                  for a, ctx, part in zip((0, 5), CONTEXTS, parts)]
+    autograd.backward(losses)
+    trainer.step(1)
+    for got, expected in zip(dense_weights(out), dense_weights(reference)):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)

@@ -59,11 +59,38 @@ def pull_rows(param, row_ids):
         The parameter's array on ``row_ids.context``, holding those rows;
         gradients recorded through it land in the parameter's gradient.
     """
-    if param._trainer is None:
+    trainer = param._trainer
+    if trainer is None:
         raise RuntimeError("%s is stored row by row in a Trainer's kvstore: create the "
                            "gluon.Trainer with this block's parameters before the first forward "
                            "pass (no Trainer holds it yet)" % param.name)
+    # The first pull hands every parameter of the Trainer to the kvstore
+    # (Trainer._init_params, MXNet 1.9.1): make their row_sparse arrays whole first.
+    for waiting in list(getattr(trainer, "_params_to_init", ())):
+        if waiting._stype == "row_sparse" and waiting._data is not None:
+            _store_every_row(waiting)
     return param.row_sparse_data(row_ids)
+
+
+def _store_every_row(param):
+    """Make each copy of a row_sparse Parameter store all of its rows, zero rows included.
+
+    ``load_parameters`` converts a dense saved array (a model trained with the
+    plain blocks) with ``tostype('row_sparse')``, which drops the all-zero
+    rows, such as those of a bias initialised at 0. The kvstore would then hold
+    a weight without those rows: MXNet's row_sparse optimizers refuse it and a
+    ``dist_*`` server aborts on an empty one ("init with empty data is not
+    supported").
+    """
+    rows = param.shape[0]
+    for array in param._data:
+        if array.indices.shape[0] == rows:
+            continue
+        whole = mx.nd.sparse.row_sparse_array(
+            (array.tostype("default"), mx.nd.arange(rows, dtype=np.int64, ctx=array.context)),
+            shape=array.shape, ctx=array.context, dtype=array.dtype)
+        with mx.autograd.pause():  # the first forward pass may be recording
+            array[:] = whole  # in place: autograd and the Trainer hold this array
 
 
 class FullyConnectedSparseRowSparseWeight(Block):
