@@ -14,7 +14,7 @@ from mxnet import autograd, gluon
 import gluon_sparse.optimizer  # noqa: F401 - registers 'sparseadam'
 from gluon_sparse.distributed import KVStoreTraffic, check_dist_params, part_sizes
 from gluon_sparse.nn import SampledOutput, SampledOutputRowSparseWeight
-from gluon_sparse.nn.row_sparse_weight import Candidates
+from gluon_sparse.nn.row_sparse_output import Candidates
 
 NUM_LABELS, IN_UNITS, BATCH, STEPS = 300, 6, 10, 5
 CONTEXTS = [mx.cpu(0), mx.cpu(1)]
