@@ -126,6 +126,9 @@ def test_bytes_per_step_are_the_candidates_rows():
     assert traffic.pulled == {weight: devices * rows * (IN_UNITS * 4 + 16),
                               bias: devices * rows * (4 + 16)}
     assert rows < NUM_LABELS / 2  # far from the whole weight
+    for held in out.weight._data + out.bias._data:  # each device holds just those rows
+        assert held.stype == "row_sparse"
+        np.testing.assert_array_equal(held.indices.asnumpy(), draws[-1].ids)
 
 
 def test_prediction_pulls_every_row_and_matches_the_plain_block(tmp_path):
