@@ -138,3 +138,30 @@ def test_check_dist_params_refuses_dense_weight_with_sparse_gradient():
     check_dist_params(row_sparse_weight.collect_params(), "dist_sync")
     check_dist_params(FullyConnectedSparse(4, in_units=10, weight_grad_stype="default")
                       .collect_params(), "dist_async")
+
+
+def test_loaded_all_zero_rows_stay_stored_for_the_kvstore(tmp_path):
+    # A dense saved weight with all-zero rows loses those rows in
+    # load_parameters' tostype('row_sparse'); standard (non-lazy) Adam on the
+    # kvstore refuses a row_sparse weight that does not store every row.
+    reference = FullyConnectedSparse(3, in_units=50)
+    reference.initialize(mx.init.Uniform(1.0))
+    weight = reference.weight.data().asnumpy()
+    weight[[4, 20, 21]] = 0
+    reference.weight.set_data(mx.nd.array(weight))
+    path = str(tmp_path / "dense.params")
+    reference.save_parameters(path)
+    layer = FullyConnectedSparseRowSparseWeight(3, in_units=50)
+    layer.load_parameters(path)
+    trainer = gluon.Trainer(layer.collect_params(), "sparseadam",
+                            {"learning_rate": 0.1, "wd": 0.01})
+    reference_trainer = gluon.Trainer(reference.collect_params(), "sparseadam",
+                                      {"learning_rate": 0.1, "wd": 0.01})
+    x = mx.nd.sparse.csr_matrix(random_csr(8, 50, 0.1, seed=4))
+    for block, block_trainer in ((layer, trainer), (reference, reference_trainer)):
+        with autograd.record():
+            loss = (block(x) ** 2).sum()
+        loss.backward()
+        block_trainer.step(8)
+    np.testing.assert_allclose(full_weight(layer), reference.weight.data().asnumpy(),
+                               rtol=1e-5, atol=1e-6)

@@ -10,13 +10,17 @@
   workers of a ``dist_sync`` / ``dist_async`` job (``gluon-sparse launch``).
 * :mod:`~gluon_sparse.distributed.server` is what the scheduler and the
   servers run.
+* :class:`KVStoreTraffic` counts the bytes a kvstore's pushes and pulls move.
 
 The communication itself is MXNet's: ``gluon.Trainer`` with a ``'device'`` or
 ``'dist_*'`` kvstore pushes only the rows of ``row_sparse`` gradients, and
 :class:`~gluon_sparse.nn.row_sparse_weight.FullyConnectedSparseRowSparseWeight`
-pulls only the weight rows a batch touches.
+pulls only the weight rows a batch touches;
+:class:`~gluon_sparse.nn.SampledOutputRowSparseWeight` pulls only the rows of
+a batch's candidate labels of a huge output layer.
 """
 from .checks import check_dist_params
 from .split import part_sizes, split_and_load_batch
+from .traffic import KVStoreTraffic
 
-__all__ = ["check_dist_params", "part_sizes", "split_and_load_batch"]
+__all__ = ["KVStoreTraffic", "check_dist_params", "part_sizes", "split_and_load_batch"]

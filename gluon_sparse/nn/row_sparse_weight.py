@@ -1,15 +1,25 @@
-"""A fully connected layer for CSR input whose weight lives row by row in a kvstore.
+"""Blocks whose weights live row by row in a kvstore and are pulled per batch.
 
 :class:`~gluon_sparse.nn.FullyConnectedSparse` keeps a full ``(in_units, units)``
 weight on every device and, with a distributed kvstore, pulls all of it after
-every step. For 10^7+ input features that is too much for one worker.
-:class:`FullyConnectedSparseRowSparseWeight` declares its weight as a
-``row_sparse`` :class:`~mxnet.gluon.Parameter`, the pattern of
-:class:`mxnet.gluon.contrib.nn.SparseEmbedding`: the :class:`~mxnet.gluon.Trainer`
-keeps the weight in its kvstore (the servers, with ``dist_*``), each batch
-pulls only the rows of the features it contains (``row_sparse_pull``) and the
-Trainer pushes back a ``row_sparse`` gradient of the same rows, updated where
-the weight lives (``update_on_kvstore``).
+every step. For 10^7+ input features that is too much for one worker, and a
+huge output layer (:class:`~gluon_sparse.nn.SampledOutput` over 10^5-10^6
+labels) has the same problem on the output side. The blocks here declare their
+weights as ``row_sparse`` :class:`~mxnet.gluon.Parameter` objects, the pattern
+of :class:`mxnet.gluon.contrib.nn.SparseEmbedding`: the
+:class:`~mxnet.gluon.Trainer` keeps the weight in its kvstore (the servers,
+with ``dist_*``; the kvstore's own copy with ``'device'`` / ``'local'`` and
+several contexts), each batch pulls only the rows it needs
+(``row_sparse_pull``, :func:`pull_rows`) and the Trainer pushes back a
+``row_sparse`` gradient of the same rows, updated where the weight lives
+(``update_on_kvstore``). Bytes per step are then proportional to the batch,
+not to the weight:
+
+* :class:`FullyConnectedSparseRowSparseWeight` pulls the rows of the features
+  a CSR batch contains;
+* :class:`~gluon_sparse.nn.row_sparse_output.SampledOutputRowSparseWeight`
+  (in :mod:`gluon_sparse.nn.row_sparse_output`) pulls the rows (weight and
+  bias) of the batch's candidate labels.
 """
 import mxnet as mx
 import numpy as np
@@ -17,7 +27,66 @@ from mxnet.gluon import Block, nn
 
 from .basic_layers import _empty_rows
 
-__all__ = ["FullyConnectedSparseRowSparseWeight"]
+__all__ = ["FullyConnectedSparseRowSparseWeight", "pull_rows"]
+
+# Parameter storage of the blocks here: weight and gradient both row_sparse.
+ROW_SPARSE = {"stype": "row_sparse", "grad_stype": "row_sparse"}
+
+
+def pull_rows(param, row_ids):
+    """The rows ``row_ids`` of a ``row_sparse`` Parameter, pulled from its Trainer's kvstore.
+
+    The shared mechanism of the blocks of this module: a thin layer over
+    :meth:`mxnet.gluon.Parameter.row_sparse_data` (``kvstore.row_sparse_pull``,
+    which sends each distinct row once) with a clearer error when no
+    :class:`~mxnet.gluon.Trainer` holds the parameter yet.
+
+    Parameters
+    ----------
+    param : mxnet.gluon.Parameter
+        A parameter with ``stype='row_sparse'``.
+    row_ids : NDArray of int64
+        Rows to pull (need be neither unique nor sorted), on the context whose
+        copy of the parameter receives them.
+
+    Returns
+    -------
+    RowSparseNDArray
+        The parameter's array on ``row_ids.context``, holding those rows;
+        gradients recorded through it land in the parameter's gradient.
+    """
+    trainer = param._trainer
+    if trainer is None:
+        raise RuntimeError("%s is stored row by row in a Trainer's kvstore: create the "
+                           "gluon.Trainer with this block's parameters before the first forward "
+                           "pass (no Trainer holds it yet)" % param.name)
+    # The first pull hands every parameter of the Trainer to the kvstore
+    # (Trainer._init_params, MXNet 1.9.1): make their row_sparse arrays whole first.
+    for waiting in list(getattr(trainer, "_params_to_init", ())):
+        if waiting._stype == "row_sparse" and waiting._data is not None:
+            _store_every_row(waiting)
+    return param.row_sparse_data(row_ids)
+
+
+def _store_every_row(param):
+    """Make each copy of a row_sparse Parameter store all of its rows, zero rows included.
+
+    ``load_parameters`` converts a dense saved array (a model trained with the
+    plain blocks) with ``tostype('row_sparse')``, which drops the all-zero
+    rows, such as those of a bias initialised at 0. The kvstore would then hold
+    a weight without those rows: MXNet's row_sparse optimizers refuse it and a
+    ``dist_*`` server aborts on an empty one ("init with empty data is not
+    supported").
+    """
+    rows = param.shape[0]
+    for array in param._data:
+        if array.indices.shape[0] == rows:
+            continue
+        whole = mx.nd.sparse.row_sparse_array(
+            (array.tostype("default"), mx.nd.arange(rows, dtype=np.int64, ctx=array.context)),
+            shape=array.shape, ctx=array.context, dtype=array.dtype)
+        with mx.autograd.pause():  # the first forward pass may be recording
+            array[:] = whole  # in place: autograd and the Trainer hold this array
 
 
 class FullyConnectedSparseRowSparseWeight(Block):
@@ -101,8 +170,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
         self._in_units = int(in_units)
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(self._in_units, self._units),
-                                          init=weight_initializer, dtype=dtype,
-                                          stype="row_sparse", grad_stype="row_sparse")
+                                          init=weight_initializer, dtype=dtype, **ROW_SPARSE)
             if use_bias:
                 self.bias = self.params.get("bias", shape=(self._units,), init=bias_initializer,
                                             dtype=dtype)
@@ -148,7 +216,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
             # also make the weight gradient dense.
             x = x.tostype("csr")
         # Column indices need be neither unique nor sorted for row_sparse_pull.
-        weight = self.weight.row_sparse_data(x.indices)
+        weight = pull_rows(self.weight, x.indices)
         out = mx.nd.sparse.dot(x, weight)
         if self.bias is not None:
             out = mx.nd.broadcast_add(out, self.bias.data(x.context).reshape((1, -1)))
@@ -160,3 +228,4 @@ class FullyConnectedSparseRowSparseWeight(Block):
         return "{name}({in_units} -> {units}, {act}, weight_stype=row_sparse)".format(
             name=self.__class__.__name__, in_units=self._in_units, units=self._units,
             act=self.act._act_type if self.act is not None else "linear")
+

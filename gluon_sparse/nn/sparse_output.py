@@ -150,6 +150,9 @@ class SampledOutput(HybridBlock):
     (4, 5)
     """
 
+    # Storage of weight and bias ('row_sparse' in SampledOutputRowSparseWeight).
+    _param_stype = "default"
+
     def __init__(self, num_labels, in_units=0, num_sampled=1024, sampler="log_uniform",
                  loss="softmax", label_counts=None, alpha=0.75, use_bias=True, dtype="float32",
                  weight_initializer=None, bias_initializer=None, seed=None, prefix=None,
@@ -172,11 +175,13 @@ class SampledOutput(HybridBlock):
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(self._num_labels, in_units),
                                           init=weight_initializer, dtype=dtype,
-                                          allow_deferred_init=True, grad_stype="row_sparse")
+                                          allow_deferred_init=True, stype=self._param_stype,
+                                          grad_stype="row_sparse")
             if use_bias:
                 self.bias = self.params.get("bias", shape=(self._num_labels, 1),
                                             init=bias_initializer, dtype=dtype,
-                                            allow_deferred_init=True, grad_stype="row_sparse")
+                                            allow_deferred_init=True, stype=self._param_stype,
+                                            grad_stype="row_sparse")
             else:
                 self.bias = None
 
@@ -306,11 +311,17 @@ class SampledOutput(HybridBlock):
         correction = array_to_ndarray(correction.astype(dtype), ctx)
         return super().forward(h, selector, target, correction)
 
+    def _candidate_rows(self, F, selector, param):
+        """The candidates' rows of ``param``: ``dot(selector, param)`` (a hook: the
+        row_sparse-weight subclass reads a pulled row_sparse array with MXNet's sparse.dot)."""
+        return F.gluon_sparse_dot(selector, param)
+
     def hybrid_forward(self, F, h, selector, target, correction, weight, bias=None):
-        rows = F.gluon_sparse_dot(selector, weight)  # (C, in_units): the candidates' rows
+        rows = self._candidate_rows(F, selector, weight)  # (C, in_units): the candidates' rows
         logits = F.dot(h, rows, transpose_b=True)
         if bias is not None:
-            logits = F.broadcast_add(logits, F.gluon_sparse_dot(selector, bias).reshape((1, -1)))
+            logits = F.broadcast_add(logits,
+                                     self._candidate_rows(F, selector, bias).reshape((1, -1)))
         logits = F.broadcast_sub(logits, correction.reshape((1, -1)))
         if self._loss == "softmax":
             return -F.sum(target * F.log_softmax(logits, axis=1), axis=1)
