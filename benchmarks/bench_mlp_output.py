@@ -82,13 +82,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rows and class counts")
     parser.add_argument("--classes", type=int, nargs="+",
-                        default=[100, 300, 1000, 2000, 4000, 10_000, 30_000])
+                        default=[500, 1000, 2000, 5000, 10_000, 20_000])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     warnings.simplefilter("ignore")  # ConvergenceWarning of one-epoch fits
     print("load average at start: %s" % _loadavg())
     bench(args.classes[:3] if args.quick else args.classes, rows=2000 if args.quick else 10_000,
-          epochs=1 if args.quick else 3)
+          epochs=1 if args.quick else 2)
     print("load average at end: %s" % _loadavg())
 
 

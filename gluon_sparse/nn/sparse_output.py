@@ -133,8 +133,9 @@ class SampledOutput(HybridBlock):
     at a cost independent of ``L`` (eager standard Adam moves all ``L`` rows
     every step). Reading the whole weight (:meth:`top_k`, :meth:`scores`)
     flushes deferred rows first. The sampling happens in :meth:`forward`, in
-    Python, before the (hybridizable) graph, which takes the selector, the
-    targets and the correction as inputs.
+    Python; the operators after it run imperatively (:meth:`hybridize` is
+    accepted and leaves them so), called with a symbol they build the graph
+    of the selector, the targets and the correction (for export).
 
     Examples
     --------
