@@ -25,7 +25,7 @@ from mxnet.gluon import HybridBlock
 from .. import _native
 from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
 from .samplers import make_sampler
-from .topk import top_k_scores
+from .topk import _block_scores, top_k_scores
 
 __all__ = ["SampledOutput"]
 
@@ -362,10 +362,7 @@ class SampledOutput(HybridBlock):
         Deferred Adam rows are brought up to date first.
         """
         weight, bias = self._dense_params(h.context)
-        out = mx.nd.dot(h, weight, transpose_b=True)
-        if bias is not None:
-            out = mx.nd.broadcast_add(out, bias.reshape((1, -1)))
-        return out
+        return _block_scores(h, weight, bias)
 
     def top_k(self, h, k, row_chunk=1024, label_chunk=16384):
         """The ``k`` best labels of each row over all labels, exactly, in bounded memory.
