@@ -30,11 +30,11 @@ from mxnet import gluon
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.metrics import accuracy_score
 
-from ..nn import FullyConnectedSparse, SampledOutput
+from ..nn import SampledOutput
 from ._data import PREDICT_BATCH_ROWS, padded_csr_batches
 
-__all__ = ["ClassOutputMixin", "SAMPLED_OUTPUT_MIN_CLASSES", "OUTPUT_PARAMETERS",
-           "OUTPUT_CONSTRAINTS"]
+__all__ = ["ClassOutputMixin", "SampledNet", "SAMPLED_OUTPUT_MIN_CLASSES",
+           "OUTPUT_PARAMETERS", "OUTPUT_CONSTRAINTS"]
 
 #: ``output='auto'`` trains a sampled output from this many classes on. Measured with
 #: benchmarks/bench_mlp_output.py (time per epoch, estimator defaults, 10,000 rows):
@@ -52,11 +52,13 @@ OUTPUT_CONSTRAINTS = {
 _BLOCK_SCORES = 1 << 22
 
 
-class _SampledNet(gluon.Block):
-    """Hidden layers (``hidden``) and the sampled output layer (``output``).
+class SampledNet(gluon.Block):
+    """Hidden layers (``hidden``) and a sampled output layer (``output``).
 
     ``net(x)`` is the last hidden layer's output; ``net(x, labels)`` the
-    per-sample sampled softmax losses.
+    per-sample sampled losses. The network of both estimators with a
+    :class:`~gluon_sparse.nn.SampledOutput` (this one and
+    :class:`~gluon_sparse.sklearn.SparseMultiLabelClassifier`).
     """
 
     def __init__(self, hidden, output, **kwargs):
@@ -118,8 +120,7 @@ class ClassOutputMixin:
                                num_sampled=self.num_sampled, sampler="frequency",
                                label_counts=self.class_counts_,
                                seed=getattr(self, "_init_seed", None))
-        output.hybridize()
-        return _SampledNet(hidden, output)
+        return SampledNet(hidden, output)
 
     def _named_layers(self, module):
         if not self._is_sampled():
