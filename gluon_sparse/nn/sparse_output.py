@@ -329,12 +329,17 @@ class SampledOutput(HybridBlock):
         """
         super().hybridize(False, **kwargs)
 
+    def _candidate_rows(self, F, selector, param):
+        """The candidates' rows of ``param``: ``dot(selector, param)`` (a hook: the
+        row_sparse-weight subclass reads a pulled row_sparse array with MXNet's sparse.dot)."""
+        return F.gluon_sparse_dot(selector, param)
+
     def hybrid_forward(self, F, h, selector, target, correction, weight, bias=None):
-        rows = F.gluon_sparse_dot(selector, weight)  # (C, in_units): the candidates' rows
+        rows = self._candidate_rows(F, selector, weight)  # (C, in_units): the candidates' rows
         # Each candidate's bias minus its correction, added in the product.
         shift = -correction
         if bias is not None:
-            shift = F.gluon_sparse_dot(selector, bias).reshape((-1,)) - correction
+            shift = self._candidate_rows(F, selector, bias).reshape((-1,)) - correction
         if F is mx.nd:
             logits = F.FullyConnected(h, rows, shift, num_hidden=rows.shape[0])
         else:  # a symbol (export): the candidate count is not known here
