@@ -310,3 +310,56 @@ def test_sampled_bce_beats_label_popularity_on_planted_data():
     p_at_1 = precision_at_k(Yt, ids, 1)
     assert baseline < 0.7
     assert p_at_1 > baseline + 0.2, (p_at_1, baseline)
+
+
+@pytest.mark.parametrize("loss,multilabel", [("softmax", False), ("softmax", True),
+                                             ("bce", True)])
+def test_float32_paths_match_numpy(loss, multilabel):
+    # float32 takes MXNet's oneDNN kernels (FullyConnected, softrelu): float32 round-off.
+    rng = np.random.default_rng(1)
+    out = _block(loss, "log_uniform", dtype="float32")
+    h = rng.standard_normal((B, H)).astype(np.float32)
+    labels = _multilabel(rng, B, L) if multilabel else rng.integers(0, L, size=B)
+    got_loss, gw, gb, gh = _run(out, h, labels, seed=4)
+    ids, loss_ref, gw_ref, gb_ref, gh_ref = _reference(out, h.astype(np.float64), labels, seed=4)
+    np.testing.assert_allclose(got_loss, loss_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(gw.indices.asnumpy(), ids)
+    np.testing.assert_allclose(gw.data.asnumpy(), gw_ref, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(gb.data.asnumpy()[:, 0], gb_ref, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(gh, gh_ref, rtol=1e-3, atol=1e-4)
+
+
+def test_one_label_rows_give_the_same_loss_as_ids_or_as_an_indicator():
+    # Multi-class ids take the picked-column path, an indicator the target matrix.
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((B, H))
+    ids = rng.integers(0, L, size=B)
+    indicator = sp.csr_matrix((np.ones(B), ids, np.arange(B + 1)), shape=(B, L))
+    out = _block("softmax", "uniform")
+    results = [_run(out, h, labels, seed=9) for labels in (ids, indicator)]
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1].data.asnumpy(), results[1][1].data.asnumpy())
+    np.testing.assert_array_equal(results[0][3], results[1][3])
+
+
+@pytest.mark.parametrize("loss", ["softmax", "bce"])
+def test_symbolic_graph_equals_the_imperative_loss(loss):
+    # hybridize() leaves the layer imperative; a symbol (export) still builds the graph.
+    rng = np.random.default_rng(3)
+    out = _block(loss, "uniform")
+    out.hybridize()
+    h = rng.standard_normal((B, H))
+    labels = _multilabel(rng, B, L)
+    got, _, _, _ = _run(out, h, labels, seed=2)
+    out._rng = np.random.default_rng(2)
+    cand, target, corr = out.candidates(labels, B)
+    selector = sp.csr_matrix((np.ones(cand.size), cand, np.arange(cand.size + 1)),
+                             shape=(cand.size, L))
+    names = ("h", "selector", "target", "correction")
+    graph = out(*[mx.sym.var(name) for name in names])
+    values = dict(zip(names, (mx.nd.array(h, dtype="float64"),
+                              mx.nd.sparse.csr_matrix(selector, dtype="float64"),
+                              mx.nd.array(target, dtype="float64"),
+                              mx.nd.array(corr, dtype="float64"))))
+    values.update({p.name: p.data() for p in out.collect_params().values()})
+    np.testing.assert_allclose(graph.eval(mx.cpu(), **values)[0].asnumpy(), got, rtol=1e-10)

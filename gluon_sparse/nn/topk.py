@@ -1,7 +1,7 @@
 """Exact top-k labels of ``h W^T + b`` over a huge label set, in bounded memory.
 
 The scores of a block of ``row_chunk`` rows and ``label_chunk`` labels come
-from MXNet's ``dot`` (BLAS); the operator library's ``gluon_sparse_topk``
+from MXNet's ``FullyConnected`` (oneDNN on the CPU); the operator library's ``gluon_sparse_topk``
 folds each block into a running top-k per row with a k-entry heap. Memory is
 one block of scores plus ``rows x k``, never ``rows x num_labels``.
 
@@ -40,6 +40,16 @@ def merge_top_k(scores, prev_score, prev_id, offset=0):
     _native.load_ops()
     out = mx.nd.gluon_sparse_topk(scores, prev_score, prev_id, offset=int(offset))
     return out[0], out[1]
+
+
+def _block_scores(h, weight, bias=None):
+    """``h weight^T + bias``, shape ``(rows, labels)``, by MXNet's ``FullyConnected``.
+
+    On the CPU that is oneDNN's kernel (float32), several times faster than
+    ``dot``'s BLAS here; float64 and GPUs take MXNet's own kernels.
+    """
+    return mx.nd.FullyConnected(h, weight, bias, no_bias=bias is None,
+                                num_hidden=weight.shape[0])
 
 
 def _check_args(h, weight, bias, k, row_chunk, label_chunk):
@@ -92,9 +102,7 @@ def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
         best_id = mx.nd.full((r1 - r0, k), -1, ctx=cpu, dtype=np.int64)
         for l0 in range(0, num_labels, label_chunk):
             l1 = min(l0 + label_chunk, num_labels)
-            block = mx.nd.dot(block_h, weight[l0:l1], transpose_b=True)
-            if bias is not None:
-                block = mx.nd.broadcast_add(block, bias[l0:l1].reshape((1, -1)))
+            block = _block_scores(block_h, weight[l0:l1], None if bias is None else bias[l0:l1])
             best, best_id = merge_top_k(block.as_in_context(cpu), best, best_id, offset=l0)
         ids_out[r0:r1] = best_id.asnumpy()
         scores_out[r0:r1] = best.asnumpy()

@@ -169,7 +169,7 @@ class TrainingMixin:
                         continue  # every sample of this batch has weight 0: nothing to learn
                 target = label[:, 0] if n_targets == 1 else label[:, :n_targets]
                 with autograd.record():
-                    losses = loss_fn(module(x), target)
+                    losses = self._network_losses(module, loss_fn, x, target)
                     if batch_weight is not None:
                         losses = losses * batch_weight
                 losses.backward()
@@ -204,6 +204,11 @@ class TrainingMixin:
         if not converged and not incremental:
             warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
                           "optimization hasn't converged yet." % self.max_iter, ConvergenceWarning)
+
+    def _network_losses(self, module, loss_fn, x, target):
+        """Per-sample losses of a batch (a network with its own loss, e.g. a sampled
+        output layer, overrides this to take the targets itself)."""
+        return loss_fn(module(x), target)
 
     def _split_validation(self, X, targets, sample_weight):
         arrays = [X, targets] + ([] if sample_weight is None else [sample_weight])

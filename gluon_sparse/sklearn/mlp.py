@@ -14,6 +14,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._compact import block_rows
 from ..nn import FullyConnectedSparse
 from ._base import BaseSparseNet
+from ._class_output import (OUTPUT_CONSTRAINTS, OUTPUT_PARAMETERS, SAMPLED_OUTPUT_MIN_CLASSES,
+                            ClassOutputMixin)
 from ._hyperparams import estimator_init
 from ._params import set_module_params
 from ._tasks import SparseClassifierMixin, SparseRegressorMixin
@@ -59,7 +61,7 @@ class _BaseSparseMLP(BaseSparseNet):
         """
         rng = np.random.default_rng(seed)
         factor = 2.0 if self.activation == "logistic" else 6.0
-        for index, layer in enumerate(module):
+        for prefix, layer in self._named_layers(module):
             # Both layouts, (in, out) and Dense's (out, in), sum to fan_in + fan_out.
             bound = np.sqrt(factor / sum(layer.weight.shape))
             for kind, param in (("weight", layer.weight), ("bias", layer.bias)):
@@ -70,7 +72,11 @@ class _BaseSparseMLP(BaseSparseNet):
                                        dtype=np.float32)
                     drawn *= np.float32(2 * bound)
                     drawn -= np.float32(bound)
-                    yield "%d.%s" % (index, kind), start, drawn
+                    yield "%s.%s" % (prefix, kind), start, drawn
+
+    def _named_layers(self, module):
+        """``(structural name, layer)`` of each layer of ``module``, input first."""
+        return [(str(index), layer) for index, layer in enumerate(module)]
 
     def _initial_values(self, module, seed):
         """``{structural name: numpy array}``: the initial parameters of ``module`` (see above)."""
@@ -92,6 +98,8 @@ class _BaseSparseMLP(BaseSparseNet):
         return self._initial_rows(self._build_module(self.n_outputs_), seed)
 
     def _build_module(self, n_outputs):
+        """The network: the hidden layers and ``Dense(n_outputs)``; only the hidden
+        layers when ``n_outputs`` is None (another output layer follows them)."""
         act = _ACTIVATIONS[self.activation]
         sizes = self._hidden_sizes()
         module = gluon.nn.HybridSequential()
@@ -103,7 +111,8 @@ class _BaseSparseMLP(BaseSparseNet):
                                                 in_units=self.n_features_in_))
                 for previous, size in zip(sizes, sizes[1:]):
                     module.add(gluon.nn.Dense(size, activation=act, in_units=previous))
-                module.add(gluon.nn.Dense(n_outputs, in_units=sizes[-1]))
+                if n_outputs is not None:
+                    module.add(gluon.nn.Dense(n_outputs, in_units=sizes[-1]))
         # One cached graph per batch shape: removes most of the per-operator
         # Python overhead that dominates small batches.
         module.hybridize(static_alloc=True)
@@ -182,18 +191,44 @@ _FITTED_ATTRIBUTES_DOC = """
 """
 
 
-class SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP):
+class SparseMLPClassifier(ClassOutputMixin, SparseClassifierMixin, _BaseSparseMLP):
     __doc__ = """Multi-layer perceptron classifier whose first layer is sparse.
 
     Same parameter names and fitted attributes as
     :class:`sklearn.neural_network.MLPClassifier` where the meaning is the
     same, but a step costs time in proportion to the non-zeros of the batch.
-    Binary problems have one sigmoid output, multiclass problems a softmax.
-    """ + _MLP_PARAMETERS_DOC + """
+    Binary problems have one sigmoid output, multiclass problems a softmax;
+    with many classes (``output``) the softmax is trained sampled, at a cost
+    per step that does not grow with the number of classes, and predicted
+    exactly.
+    """ + _MLP_PARAMETERS_DOC + """    output : {'auto', 'dense', 'sampled'}, default 'auto'
+        The output layer. 'dense': ``Dense(n_classes)`` trained on the full
+        softmax (a sigmoid for two classes). 'sampled': a
+        :class:`~gluon_sparse.nn.SampledOutput` trained with sampled softmax:
+        each step scores the batch's classes plus ``num_sampled`` classes
+        drawn in proportion to ``count ** 0.75`` of their training counts,
+        logQ corrected; needs a hidden layer. 'auto': 'sampled' from %d
+        classes on (where it measured faster per epoch, see the user guide),
+        else 'dense'. Decided at the first fit; ``warm_start`` and
+        ``partial_fit`` keep it. Prediction is exact either way:
+        :meth:`predict` is the argmax over all classes, taken by the chunked
+        top-k (:func:`~gluon_sparse.nn.top_k_scores`) without ever holding
+        ``n_samples x n_classes`` scores, while :meth:`predict_proba` and
+        :meth:`decision_function` return the full ``(n_samples, n_classes)``
+        float64 array (computed a block of rows at a time: its size is
+        yours to afford, 8 bytes a class a row).
+    num_sampled : int, default 1024
+        Draws of negative classes per step of a sampled output.
+""" % SAMPLED_OUTPUT_MIN_CLASSES + """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        Class labels.""" + _FITTED_ATTRIBUTES_DOC + """
+        Class labels.""" + _FITTED_ATTRIBUTES_DOC + """    sampled_output_ : bool
+        Whether the network ends in a sampled output (see ``output``).
+    class_counts_ : list of int
+        Sampled output only: training count of each class of the first fit
+        (what the sampler draws by).
+""" + """
     Examples
     --------
     >>> import scipy.sparse as sp
@@ -204,6 +239,11 @@ class SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP):
     >>> clf.fit(X, y).predict(X[:3]).shape
     (3,)
     """
+
+    __init__ = estimator_init(hidden_layer_sizes=(100,), activation="relu",
+                              keyword_only=OUTPUT_PARAMETERS)
+
+    _parameter_constraints = {**_BaseSparseMLP._parameter_constraints, **OUTPUT_CONSTRAINTS}
 
 
 class SparseMLPRegressor(SparseRegressorMixin, _BaseSparseMLP):

@@ -27,6 +27,7 @@ from ..data import csr_to_ndarray
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ..nn.sparse_output import _flush_deferred
 from ._base import BaseSparseNet
+from ._class_output import SampledNet
 from ._context import parse_context
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
@@ -55,20 +56,6 @@ def _with_defaults(init, **defaults):
 
     __init__.__signature__ = signature
     return __init__
-
-
-class _MultiLabelNet(gluon.Block):
-    """Hidden layers (``hidden``) and the sampled output layer (``output``)."""
-
-    def __init__(self, hidden, output, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.hidden = hidden
-            self.output = output
-
-    def forward(self, x, labels=None):
-        h = self.hidden(x)
-        return h if labels is None else self.output(h, labels)
 
 
 class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSparseNet):
@@ -196,7 +183,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                                seed=getattr(self, "_init_seed", None), prefix="output_")
         hidden.hybridize()
         output.hybridize()
-        return _MultiLabelNet(hidden, output)
+        return SampledNet(hidden, output)
 
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
