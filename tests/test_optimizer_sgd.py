@@ -310,3 +310,22 @@ def test_stale_gradient_row_is_an_error():
     with pytest.raises(mx.base.MXNetError, match="not before this update's step"):
         mx.nd.gluon_sparse_sgd_mom_deferred_update(w, g2, mom, last, history, out=w, step=2,
                                                    **kw).wait_to_read()
+
+
+@pytest.mark.parametrize("name", ["sparsenag", "sparsesgd"])
+def test_estimator_trains_family_optimizer_deferred(name):
+    """The estimators run every optimizer of the family deferred, and predict caught-up rows."""
+    import scipy.sparse as sp
+
+    from gluon_sparse.sklearn import SparseMLPClassifier
+
+    rng = np.random.default_rng(6)
+    X = sp.random(60, 200, density=0.03, format="csr", random_state=6, dtype=np.float32)
+    y = rng.integers(0, 2, 60)
+    est = SparseMLPClassifier(hidden_layer_sizes=(4,), optimizer=name, max_iter=3, batch_size=10,
+                              alpha=1e-3, random_state=0).fit(X, y)
+    optimizer = est._trainer._optimizer
+    assert type(optimizer).__name__.lower() == name and optimizer.deferred
+    assert deferred.state_bytes(est._trainer) > 0
+    proba = est.predict_proba(X)
+    assert proba.shape == (60, 2) and np.isfinite(proba).all()
