@@ -329,3 +329,27 @@ def test_estimator_trains_family_optimizer_deferred(name):
     assert deferred.state_bytes(est._trainer) > 0
     proba = est.predict_proba(X)
     assert proba.shape == (60, 2) and np.isfinite(proba).all()
+
+
+@pytest.mark.parametrize("ours", [SparseNAG, SparseSGD])
+def test_serial_equals_parallel(ours):
+    """The generic CPU paths give each element to one thread: any team, the same bits."""
+    from gluon_sparse import _native
+
+    cfg = dict(momentum=0.9, wd=0.03, clip_gradient=0.5, rescale_grad=0.7)
+    runs = []
+    try:
+        for grain, threads in ((1 << 60, 1), (1, 2)):  # serial, then parallel everywhere
+            _native._set_parallelism(grain, threads)
+            w_eager = mx.nd.array(np.random.default_rng(8).standard_normal((ROWS, COLS)))
+            opt = ours(**_kwargs(cfg))
+            s = opt.create_state(0, w_eager)
+            w, state, _, _ = _deferred_run(cfg, "float32", 80, 30, ours, mx.optimizer.SGD)
+            state.flush()
+            for rows in _schedule(np.random.default_rng(9), 20):
+                opt.update(0, w_eager, _grad(np.random.default_rng(len(rows)), rows, "float32"), s)
+            runs.append([w.asnumpy(), state.mom.asnumpy(), w_eager.asnumpy()])
+    finally:
+        _native._set_parallelism(0, 0)
+    for serial, parallel in zip(*runs):
+        np.testing.assert_array_equal(serial.view(np.int32), parallel.view(np.int32))
