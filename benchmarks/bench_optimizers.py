@@ -49,7 +49,7 @@ logger = logging.getLogger("gluon_sparse.benchmarks")
 HIDDEN = 128
 THREADS = os.cpu_count() or 1
 DEFAULT_WORKLOADS = "seed:1e5,seed:1e6,ctr:1e6"
-WD = 1e-4
+WD = 1e-4  # weight decay of every candidate (--wd): with wd > 0 absent rows move every step
 # Hyper-parameters per optimizer (MXNet's names); others of the family get a learning rate.
 SETTINGS = {
     "sparseadam": {"learning_rate": 1e-3},
@@ -185,7 +185,7 @@ def run_candidate(optimizer, kind, workload, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--optimizer", optimizer,
                "--kind", kind, "--workload", workload, "--warmup", str(warmup), "--steps",
                str(steps), "--batches", str(args.batches), "--seed", str(args.seed),
-               "--out", out.name]
+               "--wd", repr(WD), "--out", out.name]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -215,6 +215,7 @@ def _row(table, workload, optimizer, label, result, standard, lazy, load):
 
 
 def main(argv=None):
+    global WD
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=DEFAULT_WORKLOADS,
                         help="comma separated workload:features (workload seed or ctr)")
@@ -226,6 +227,7 @@ def main(argv=None):
     parser.add_argument("--slow-steps", type=int, default=8)
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wd", type=float, default=WD, help="weight decay (default %g)" % WD)
     parser.add_argument("--quick", action="store_true", help="50 warm-up, 150 timed steps")
     parser.add_argument("--no-peers", action="store_true", help="skip the PyTorch peers")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -235,6 +237,7 @@ def main(argv=None):
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    WD = args.wd
     if args.worker:
         return run_worker(args)
     if args.quick:
@@ -247,7 +250,7 @@ def main(argv=None):
     except ImportError:
         logger.warning("PyTorch is not installed: its peers are skipped")
         peers = ()
-    table = Table("optimizers", ["workload", "optimizer", "candidate", "avg ms", "min ms",
+    table = Table("optimizers_wd%g" % WD, ["workload", "optimizer", "candidate", "avg ms", "min ms",
                                  "vs MXNet standard", "vs MXNet lazy", "steps", "load avg"])
     for workload in args.workloads.split(","):
         kind_name, features = workload.split(":")
