@@ -353,3 +353,20 @@ def test_serial_equals_parallel(ours):
         _native._set_parallelism(0, 0)
     for serial, parallel in zip(*runs):
         np.testing.assert_array_equal(serial.view(np.int32), parallel.view(np.int32))
+
+
+def test_python_rule_disagreeing_with_cpp_rule_is_refused():
+    from gluon_sparse.optimizer._family import Rule
+
+    class Wrong(Rule):
+        name = "sgd_mom"
+        state_names = ("mom", "extra")  # the C++ rule has one state
+        fixed_names = ("momentum",)
+        step_names = ("lr", "wd", "clip_gradient")
+
+    w = mx.nd.ones((ROWS, COLS))
+    with pytest.raises(RuntimeError, match="Python Rule and the C\\+\\+ rule"):
+        DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)
+    with pytest.raises(RuntimeError, match="no rule 'nope'"):
+        Wrong.name = "nope"
+        DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)
