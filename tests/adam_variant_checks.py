@@ -96,19 +96,42 @@ def triple(optimizer, reference, kwargs, dtype="float32", zero_rows=()):
     return nets, [gluon.Trainer(n.collect_params(), o) for n, o in zip(nets, opts)]
 
 
+def _sparse_index(trainer):
+    """Index of the Trainer's parameter with a row_sparse gradient (the deferred one)."""
+    found = [i for i, p in enumerate(trainer._params) if p._grad_stype == "row_sparse"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def assert_deferred(trainer):
+    """The row_sparse-gradient weight has a deferred state with rows still behind.
+
+    Call before anything reads the weight (reads bring every row up to date).
+    """
+    state = trainer._updaters[0].states[_sparse_index(trainer)]
+    assert type(state).__name__ == "DeferredRuleState", type(state)
+    assert state.last_step.asnumpy().min() < state.step
+
+
 def weights(net):
     """The layer's weight and bias (reads go through the deferred catch-up)."""
     return [net.weight.data().asnumpy(), net.bias.data().asnumpy()]
 
 
-def states(trainer, index=0):
-    """The optimizer state of parameter ``index`` as numpy arrays, in MXNet's layout."""
-    state = trainer._updaters[0].states[index]
-    if isinstance(state, (tuple, list)):
-        return [s.asnumpy() for s in state]
-    # A deferred state (DeferredRuleState): flush, then its arrays in MXNet's order.
-    state.flush()
-    return [s.asnumpy() for s in state.states]
+def states(trainer):
+    """Every parameter's optimizer state as numpy arrays, in MXNet's layout, in index order."""
+    out = []
+    for index in sorted(trainer._updaters[0].states):
+        state = trainer._updaters[0].states[index]
+        if isinstance(state, mx.nd.NDArray):
+            state = [state]
+        elif not isinstance(state, (tuple, list)):
+            # A deferred state (DeferredRuleState): flush, then its arrays in MXNet's order.
+            state.flush()
+            state = state.states
+        out += [s.asnumpy() for s in state]
+    assert out, "no optimizer state yet"
+    return out
 
 
 def assert_same(got, want, rtol=0.0, atol=0.0):

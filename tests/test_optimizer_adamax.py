@@ -42,6 +42,7 @@ def test_grid_matches_mxnet_dense_update(dtype, clip, rescale, wd, caplog):
                                    dtype=dtype)
     data = checks.batches(14, dtype)
     outs = [checks.train(n, t, data) for n, t in zip(nets, trainers)]
+    checks.assert_deferred(trainers[0])
     got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
     # deferred == eager, bit for bit, in every read (forward outputs included)
     checks.assert_same(got[0], got[1])

@@ -80,6 +80,7 @@ def _run(kwargs, steps, dtype="float32", between=None):
     nets, trainers = checks.triple(_adamw, MXNetAdamW, kwargs, dtype=dtype)
     data = checks.batches(steps, dtype)
     outs = [checks.train(n, t, data) for n, t in zip(nets, trainers)]
+    checks.assert_deferred(trainers[0])
     got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
     return got, outs
 

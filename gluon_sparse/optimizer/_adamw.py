@@ -64,7 +64,9 @@ ADAMW = AdamwRule()
 
 
 def mxnet_arguments(optimizer, index):
-    """``adamw_update``'s lr, eta, wd, clip_gradient (and skip) for this update, as MXNet computes them.
+    """``adamw_update``'s lr, eta, wd and clip_gradient for this update, as MXNet computes them.
+
+    Plus ``skip``: 1 when MXNet's operator skips the update (rescale_grad 0, NaN or inf).
 
     Called once per update, after ``optimizer._update_count(index)``.
     """

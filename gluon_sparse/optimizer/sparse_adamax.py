@@ -12,7 +12,7 @@ logger = logging.getLogger(__name__)
 
 
 def composed_clip(optimizer):
-    """The clip bound MXNet's Python optimizers apply: whenever clip_gradient is not None (-1: none).
+    """The clip bound MXNet's Python optimizers apply (-1: none).
 
     mx.optimizer.Adamax and Nadam call ``clip(grad, -c, c)`` for any ``c`` that
     is not None, 0 included; the C++ optimizers clip only for ``c > 0``.

@@ -33,8 +33,9 @@ class NadamRule(Rule):
         lr = optimizer._get_lr(index)
         wd = optimizer._get_wd(index)
         # The double expressions of mx.optimizer.Nadam.update, in its order.
-        momentum_t = optimizer.beta1 * (1. - 0.5 * (pow(0.96, t * optimizer.schedule_decay)))
-        momentum_t_1 = optimizer.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * optimizer.schedule_decay)))
+        decay = optimizer.schedule_decay
+        momentum_t = optimizer.beta1 * (1. - 0.5 * (pow(0.96, t * decay)))
+        momentum_t_1 = optimizer.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * decay)))
         optimizer.m_schedule = optimizer.m_schedule * momentum_t
         m_schedule_next = optimizer.m_schedule * momentum_t_1
         return {"lr": float(lr), "wd": float(wd), "clip_gradient": composed_clip(optimizer),
