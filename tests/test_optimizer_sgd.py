@@ -1,13 +1,14 @@
-"""SparseSGD (momentum and plain) against MXNet's own dense-gradient SGD update.
+"""SparseSGD and SparseNAG (momentum and plain) against MXNet's own dense-gradient update.
 
-The reference is ``mx.optimizer.SGD.update`` given the *dense* gradient (rows
-absent from the sparse gradient are zeros): MXNet's standard update, which
-moves every row every step. MXNet computes it in one C++ kernel
-(multi_sgd_mom_update / multi_sgd_update), whose operation order the rules
-copy, so eager and deferred results are compared bitwise on CPU, on the grid
-of MXNet's own test_sgd (dtypes, wd, clip_gradient, rescale_grad, momentum),
-with a learning-rate schedule, long gaps between a row's touches and rows
-never touched.
+The reference is ``mx.optimizer.SGD.update`` / ``mx.optimizer.NAG.update``
+given the *dense* gradient (rows absent from the sparse gradient are zeros):
+MXNet's standard update, which moves every row every step. MXNet computes it
+in one C++ kernel (multi_sgd_mom_update / multi_sgd_update, nag_mom_update /
+sgd_update), whose operation order the rules copy, so eager and deferred
+results are compared bitwise on CPU, on the grid of MXNet's own test_sgd and
+test_nag (dtypes, wd, clip_gradient, rescale_grad, momentum), with a
+learning-rate schedule, long gaps between a row's touches and rows never
+touched.
 """
 import pickle
 
@@ -17,7 +18,7 @@ import pytest
 from mxnet import autograd, gluon
 
 from gluon_sparse.nn import FullyConnectedSparse
-from gluon_sparse.optimizer import SparseSGD, deferred, supports_deferred
+from gluon_sparse.optimizer import SparseNAG, SparseSGD, deferred, supports_deferred
 from gluon_sparse.optimizer._family_state import DeferredRuleState
 from gluon_sparse.optimizer.sparse_sgd import SGD, SGD_MOM
 
@@ -28,6 +29,10 @@ ROWS, COLS = 60, 5
 GRID = [dict(momentum=m, wd=wd, clip_gradient=c, rescale_grad=r)
         for m in (0.0, 0.9) for wd in (0.0, 0.03) for c in (None, 0.5) for r in (1.0, 0.7)]
 DTYPES = ["float32", "float64"]
+# (ours, MXNet's reference class)
+CLASSES = pytest.mark.parametrize("ours, theirs", [(SparseSGD, mx.optimizer.SGD),
+                                                   (SparseNAG, mx.optimizer.NAG)],
+                                  ids=["sgd", "nag"])
 
 
 def _kwargs(cfg, lr=0.1):
@@ -61,12 +66,13 @@ def _assert_equal(got, want, what):
 
 
 # --------------------------------------------------------------------- eager
+@CLASSES
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cfg", GRID)
-def test_eager_equals_mxnet_dense_update(cfg, dtype):
+def test_eager_equals_mxnet_dense_update(cfg, dtype, ours, theirs):
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((ROWS, COLS)).astype(dtype)
-    ours, ref = SparseSGD(**_kwargs(cfg)), mx.optimizer.SGD(**_kwargs(cfg))
+    ours, ref = ours(**_kwargs(cfg)), theirs(**_kwargs(cfg))
     w, w_ref = mx.nd.array(w0, dtype=dtype), mx.nd.array(w0, dtype=dtype)
     s, s_ref = ours.create_state(0, w), ref.create_state(0, w_ref)
     for rows in _schedule(rng, 40):
@@ -79,12 +85,12 @@ def test_eager_equals_mxnet_dense_update(cfg, dtype):
 
 
 # ------------------------------------------------------------------ deferred
-def _deferred_run(cfg, dtype, steps, flush_every):
+def _deferred_run(cfg, dtype, steps, flush_every, ours=SparseSGD, theirs=mx.optimizer.SGD):
     """Deferred rule state driven directly; returns (weight, state, reference weight, state)."""
     rng = np.random.default_rng(1)
     w0 = rng.standard_normal((ROWS, COLS)).astype(dtype)
-    ref = mx.optimizer.SGD(**_kwargs(cfg))
-    opt = SparseSGD(**_kwargs(cfg))
+    ref = theirs(**_kwargs(cfg))
+    opt = ours(**_kwargs(cfg))
     rule = opt._rule()
     w, w_ref = mx.nd.array(w0, dtype=dtype), mx.nd.array(w0, dtype=dtype)
     states = [mx.nd.zeros((ROWS, COLS), dtype=dtype) for _ in rule.state_names]
@@ -102,10 +108,11 @@ def _deferred_run(cfg, dtype, steps, flush_every):
     return w, state, w_ref, s_ref
 
 
+@CLASSES
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cfg", GRID)
-def test_deferred_equals_mxnet_dense_update(cfg, dtype):
-    w, state, w_ref, s_ref = _deferred_run(cfg, dtype, 120, flush_every=50)
+def test_deferred_equals_mxnet_dense_update(cfg, dtype, ours, theirs):
+    w, state, w_ref, s_ref = _deferred_run(cfg, dtype, 120, 50, ours, theirs)
     assert (state.last_step.asnumpy() < 120).any()  # rows are still behind before the flush
     state.flush()
     assert (state.last_step.asnumpy() == 120).all()
@@ -114,10 +121,11 @@ def test_deferred_equals_mxnet_dense_update(cfg, dtype):
         _assert_equal(state.mom, s_ref, "momentum")
 
 
-def test_zero_state_rows_are_skipped_without_weight_decay():
+@CLASSES
+def test_zero_state_rows_are_skipped_without_weight_decay(ours, theirs):
     """momentum 0.9, wd 0: never-touched rows stay exactly as initialised, unwritten."""
     cfg = dict(momentum=0.9, wd=0.0, clip_gradient=None, rescale_grad=1.0)
-    w, state, w_ref, _ = _deferred_run(cfg, "float32", 60, flush_every=1000)
+    w, state, w_ref, _ = _deferred_run(cfg, "float32", 60, 1000, ours, theirs)
     before = w.asnumpy()[40:].copy()
     state.flush()
     np.testing.assert_array_equal(w.asnumpy()[40:], before)
@@ -166,17 +174,18 @@ def _train(net, trainer, batches):
         trainer.step(1)
 
 
+@pytest.mark.parametrize("name", ["sparsenag", "sparsesgd"])
 @pytest.mark.parametrize("hybrid", [False, True])
 @pytest.mark.parametrize("momentum, wd", [(0.9, 0.01), (0.9, 0.0), (0.0, 0.01)])
-def test_trainer_deferred_equals_eager(hybrid, momentum, wd, tmp_path):
+def test_trainer_deferred_equals_eager(name, hybrid, momentum, wd, tmp_path):
     """Forward refresh in the graph, flush on read, save/load_states/resume: all bitwise."""
     nets = [_net(), _net()]
     if hybrid:
         for net in nets:
             net.hybridize()
     opts = {"learning_rate": 0.05, "momentum": momentum, "wd": wd, "clip_gradient": 1.0}
-    trainers = [gluon.Trainer(nets[0].collect_params(), "sparsesgd", dict(opts, deferred=True)),
-                gluon.Trainer(nets[1].collect_params(), "sparsesgd", opts)]
+    trainers = [gluon.Trainer(nets[0].collect_params(), name, dict(opts, deferred=True)),
+                gluon.Trainer(nets[1].collect_params(), name, opts)]
     for net, trainer in zip(nets, trainers):
         _train(net, trainer, _batches(30, 3))
     assert deferred.state_bytes(trainers[0]) > 0
@@ -203,6 +212,7 @@ def test_registered_and_deferred_options():
     assert supports_deferred("sparsesgd") and supports_deferred("SparseAdam")
     assert not supports_deferred("sgd")
     assert opt._rule() is SGD_MOM and SparseSGD()._rule() is SGD
+    assert supports_deferred("sparsenag") and SparseNAG(momentum=0.9).deferred is False
     with pytest.raises(ValueError, match="lazy_update"):
         SparseSGD(lazy_update=True, deferred=True)
     with pytest.raises(ValueError, match="momentum"):
