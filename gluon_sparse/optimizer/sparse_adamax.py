@@ -6,7 +6,7 @@ import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
 
-__all__ = ["SparseAdamax", "AdamaxRule", "ADAMAX", "composed_clip"]
+__all__ = ["SparseAdamax"]
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ import mxnet as mx
 from ._family import Rule, SparseRuleMixin
 from .sparse_adamax import check_clip, composed_clip
 
-__all__ = ["SparseNadam", "NadamRule", "NADAM"]
+__all__ = ["SparseNadam"]
 
 
 class NadamRule(Rule):
