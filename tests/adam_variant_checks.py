@@ -47,9 +47,10 @@ def make_net(dtype="float32", seed=0, zero_rows=()):
     mx.random.seed(seed)
     net = FullyConnectedSparse(UNITS, activation="tanh", in_units=ROWS, dtype=dtype)
     net.initialize(mx.init.Uniform(0.5))
-    if len(zero_rows):
+    if len(zero_rows):  # rows of +0 weights, the first of -0
         w = net.weight.data().asnumpy()
-        w[np.asarray(zero_rows)] = 0
+        w[np.asarray(zero_rows)] = 0.0
+        w[zero_rows[0]] = -0.0
         net.weight.set_data(mx.nd.array(w, dtype=dtype))
     return net
 

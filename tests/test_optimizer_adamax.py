@@ -110,6 +110,19 @@ def test_epsilon_keeps_untouched_rows_finite(deferred):
     np.testing.assert_array_equal(got[0][rows // 2:], init[rows // 2:])  # never touched
 
 
+@pytest.mark.parametrize("wd", [0.0, 0.03])
+def test_zero_weight_rows_never_touched(wd):
+    """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
+    nets, trainers = checks.triple(SparseAdamax, MXNetDense, _kwargs(0.5, 1.0, wd),
+                                   zero_rows=checks.NEVER[:3])
+    data = checks.batches(10)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 def test_reads_through_forward_before_flush():
     """A forward pass of the deferred net reads caught-up rows (never-trained ones too)."""
     kw = _kwargs(0.5, 1.0, 0.05)

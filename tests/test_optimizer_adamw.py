@@ -102,6 +102,19 @@ def test_long_gaps_and_small_lr_bitwise(wd):
     checks.assert_same(got[0], got[2])
 
 
+@pytest.mark.parametrize("wd", [0.0, 0.03])
+def test_zero_weight_rows_never_touched(wd):
+    """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
+    nets, trainers = checks.triple(_adamw, MXNetAdamW, _kwargs(0.5, 1.0, wd),
+                                   zero_rows=checks.NEVER[:3])
+    data = checks.batches(10)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 @pytest.mark.parametrize("bad", [0.0, float("nan"), float("inf")])
 def test_rescale_grad_zero_nan_inf_skip_the_update(bad):
     """adamw_update leaves weights and states untouched; deferred rows skip the step too."""

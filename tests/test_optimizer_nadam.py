@@ -72,6 +72,19 @@ def test_long_gaps_bitwise(wd):
     checks.assert_same(got[0], got[2])
 
 
+@pytest.mark.parametrize("wd", [0.0, 0.03])
+def test_zero_weight_rows_never_touched(wd):
+    """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, wd),
+                                   zero_rows=checks.NEVER[:3])
+    data = checks.batches(10)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 def test_reads_through_forward_before_flush():
     kw = _kwargs(0.5, 1.0, 0.05)
     nets, trainers = checks.triple(SparseNadam, MXNetDense, kw)
