@@ -13,6 +13,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from gluon_sparse.distributed.split import split_and_load_batch
 from gluon_sparse.nn import FullyConnectedSparse
 
 ROWS, UNITS = 64, 3
@@ -55,22 +56,26 @@ def make_net(dtype="float32", seed=0, zero_rows=()):
     return net
 
 
-def batches(num, dtype="float32", seed=1):
+def batches(num, dtype="float32", seed=1, samples=1):
     """CSR batches: all rows but NEVER at step 1, then BUSY rows, row 0 again at the end."""
     rng = np.random.default_rng(seed)
     out = []
     for step in range(1, num + 1):
-        if step == 1:
-            rows = np.setdiff1d(np.arange(ROWS), NEVER)
-        elif step == num:
-            rows = np.array([0, 2])
-        else:
-            rows = np.sort(rng.choice(BUSY, 3, replace=False))
-        rows = rows.astype(np.int64)
+        parts = []
+        for _ in range(samples):
+            if step == 1:
+                rows = np.setdiff1d(np.arange(ROWS), NEVER)
+            elif step == num:
+                rows = np.array([0, 2])
+            else:
+                rows = np.sort(rng.choice(BUSY, 3, replace=False))
+            parts.append(rows.astype(np.int64))
+        indices = np.concatenate(parts)
+        indptr = np.concatenate([[0], np.cumsum([len(p) for p in parts])])
         x = mx.nd.sparse.csr_matrix(
-            (rng.uniform(0.5, 1.5, len(rows)).astype(dtype), rows, [0, len(rows)]),
-            shape=(1, ROWS), dtype=dtype)
-        out.append((x, mx.nd.array(rng.uniform(-1, 1, (1, UNITS)), dtype=dtype)))
+            (rng.uniform(0.5, 1.5, len(indices)).astype(dtype), indices, indptr),
+            shape=(samples, ROWS), dtype=dtype)
+        out.append((x, mx.nd.array(rng.uniform(-1, 1, (samples, UNITS)), dtype=dtype)))
     return out
 
 
@@ -112,6 +117,35 @@ def assert_deferred(trainer):
     state = trainer._updaters[0].states[_sparse_index(trainer)]
     assert type(state).__name__ == "DeferredRuleState", type(state)
     assert state.last_step.asnumpy().min() < state.step
+
+
+def two_devices(optimizer, reference, kwargs, steps=12):
+    """(deferred, eager, reference) trained on two CPU contexts, each a half batch.
+
+    The Trainers sum the gradients across devices (kvstore 'local') and update
+    each device's copy: a device's summed gradient holds rows only the other
+    device read, which the deferred update catches up first.
+    Returns each run's weights and biases on both devices.
+    """
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    nets = [make_net() for _ in range(3)]
+    opts = [optimizer(deferred=True, **copy.deepcopy(kwargs)),
+            optimizer(deferred=False, **copy.deepcopy(kwargs)), reference(**copy.deepcopy(kwargs))]
+    trainers = []
+    for net, opt in zip(nets, opts):
+        net.collect_params().reset_ctx(contexts)
+        trainers.append(gluon.Trainer(net.collect_params(), opt, kvstore="local",
+                                      update_on_kvstore=False))
+    data = batches(steps, samples=2)
+    for net, trainer in zip(nets, trainers):
+        for x, y in data:
+            xs, ys = split_and_load_batch(x, y, contexts)
+            with autograd.record():
+                losses = [((net(xp) - yp) ** 2).sum() for xp, yp in zip(xs, ys)]
+            autograd.backward(losses)
+            trainer.step(1)
+    assert_deferred(trainers[0])
+    return [[a.asnumpy() for p in (n.weight, n.bias) for a in p.list_data()] for n in nets]
 
 
 def weights(net):

@@ -165,6 +165,12 @@ def test_float16_master_copy_matches_mp_adamw_update(grad_stype):
     assert not np.array_equal(got[0], init)
 
 
+def test_two_devices_bitwise():
+    got = checks.two_devices(_adamw, MXNetAdamW, _kwargs(0.5, 1.0, 0.03))
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 def test_save_load_resume_matches_uninterrupted(tmp_path):
     kw = _kwargs(None, 1.0, 0.03)
     nets, trainers = checks.triple(_adamw, MXNetAdamW, kw)

@@ -97,6 +97,12 @@ def test_reads_through_forward_before_flush():
     checks.assert_same(outs[:1], outs[2:])
 
 
+def test_two_devices_bitwise():
+    got = checks.two_devices(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, 0.03))
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 def test_save_load_resume_matches_uninterrupted(tmp_path):
     """The optimizer (with its m_schedule) and the deferred states travel in save_states."""
     kw = _kwargs(None, 1.0, 0.03)

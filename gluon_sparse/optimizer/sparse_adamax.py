@@ -68,7 +68,8 @@ class SparseAdamax(SparseRuleMixin, mx.optimizer.Adamax):
       as the eager operator) when gluon-sparse's blocks read them and whenever
       Gluon reads or writes the weight (``param.data()``, saving, pickling,
       kvstore, ...);
-    * dense gradient or float16: MXNet's own ``Adamax.update``.
+    * dense gradient or float16: MXNet's own ``Adamax.update`` (with
+      ``epsilon > 0``, the same NDArray operations dividing by ``u + epsilon``).
 
     For float32 weights the results are bitwise those of
     ``mx.optimizer.Adamax().update`` on the dense gradient (the operator repeats
