@@ -36,6 +36,8 @@
  *   GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step,
  *                                                         const float* fixed);
  *
+ * - `Scalars<T>` may be a member template struct or an alias template
+ *   (`template <typename T> using Scalars = SgdScalars<T>;`) shared by rules.
  * - C++ forbids empty arrays: a rule without states (kNumStates 0) or fixed
  *   scalars writes `kStateNames[] = {nullptr}` (the framework reads only the
  *   first kNum* entries). kNumStates <= kMaxStates, kNumFixed <= kMaxFixed,
