@@ -44,7 +44,7 @@ GS_HOST_DEVICE T adamax_abs(T x) {
 
 /*! \brief MXNet's `maximum` (mshadow_op::maximum): a NaN first operand wins, else a > b ? a : b. */
 template <typename T>
-GS_HOST_DEVICE T mxnet_maximum(T a, T b) {
+GS_HOST_DEVICE T adamax_maximum(T a, T b) {
   return a != a ? a : (a > b ? a : b);
 }
 
@@ -56,7 +56,7 @@ GS_HOST_DEVICE T mxnet_maximum(T a, T b) {
  * Python side passes -1 for None); the `clip` operator's float bounds cast to T.
  */
 template <bool kHasGrad, typename T>
-GS_HOST_DEVICE T composed_grad(T grad, T w, T rescale_grad, T wd, T clip) {
+GS_HOST_DEVICE T adamax_composed_grad(T grad, T w, T rescale_grad, T wd, T clip) {
   using namespace ops;
   // A row absent from the gradient has grad 0 in MXNet's dense update.
   T g = add(mul(kHasGrad ? grad : T(0), rescale_grad), mul(w, wd));
@@ -91,9 +91,9 @@ struct AdamaxRule {
   template <bool kHasGrad, typename T>
   GS_HOST_DEVICE static void apply(T grad, T* w, T* s, const Scalars<T>& sc) {
     using namespace ops;
-    const T g = composed_grad<kHasGrad>(grad, *w, sc.rescale_grad, sc.wd, sc.clip);
+    const T g = adamax_composed_grad<kHasGrad>(grad, *w, sc.rescale_grad, sc.wd, sc.clip);
     const T m = add(mul(s[0], sc.beta1), mul(g, sc.one_minus_beta1));
-    const T u = mxnet_maximum(mul(s[1], sc.beta2), adamax_abs(g));
+    const T u = adamax_maximum(mul(s[1], sc.beta2), adamax_abs(g));
     s[0] = m;
     s[1] = u;
     *w = sub(*w, div(mul(m, sc.lr), add(u, sc.epsilon)));

@@ -78,7 +78,7 @@ struct NadamRule {
   template <bool kHasGrad, typename T>
   GS_HOST_DEVICE static void apply(T grad, T* w, T* s, const Scalars<T>& sc) {
     using namespace ops;
-    const T g = composed_grad<kHasGrad>(grad, *w, sc.rescale_grad, sc.wd, sc.clip);
+    const T g = adamax_composed_grad<kHasGrad>(grad, *w, sc.rescale_grad, sc.wd, sc.clip);
     const T m = add(mul(s[0], sc.beta1), mul(g, sc.one_minus_beta1));
     const T v = add(mul(s[1], sc.beta2), mul(mul(g, sc.one_minus_beta2), g));
     s[0] = m;
