@@ -370,3 +370,28 @@ def test_python_rule_disagreeing_with_cpp_rule_is_refused():
     with pytest.raises(RuntimeError, match="no rule 'nope'"):
         Wrong.name = "nope"
         DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)
+
+
+@CLASSES
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_absent_for_a_thousand_steps_replay_exactly(dtype, ours, theirs):
+    """Rows touched at the first step and then only after 1500 steps (momentum and wd decay)."""
+    cfg = dict(momentum=0.9, wd=0.01, clip_gradient=None, rescale_grad=1.0)
+    rng = np.random.default_rng(10)
+    w0 = rng.standard_normal((ROWS, COLS)).astype(dtype)
+    opt, ref = ours(**_kwargs(cfg, lr=0.02)), theirs(**_kwargs(cfg, lr=0.02))
+    rule = opt._rule()
+    w, w_ref = mx.nd.array(w0, dtype=dtype), mx.nd.array(w0, dtype=dtype)
+    state = DeferredRuleState(w, rule, rule.fixed(opt),
+                              [mx.nd.zeros((ROWS, COLS), dtype=dtype) for _ in rule.state_names])
+    s_ref = ref.create_state(0, w_ref)
+    for t in range(1501):
+        rows = np.arange(0, 20) if t in (0, 1500) else np.array([0])
+        g = _grad(rng, rows, dtype)
+        opt._update_count(0)
+        state.update(w, g, opt._index_update_count[0], rule.step(opt, 0), opt.rescale_grad,
+                     catch_up=True)
+        ref.update(0, w_ref, g.tostype("default"), s_ref)
+    state.flush()
+    _assert_equal(w, w_ref, "weight")
+    _assert_equal(state.mom, s_ref, "momentum")
