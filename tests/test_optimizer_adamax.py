@@ -123,6 +123,19 @@ def test_zero_weight_rows_never_touched(wd):
     checks.assert_same(got[0], got[2])
 
 
+def test_small_lr_on_zero_weights_bitwise():
+    """lr below 1e-4 on weights of its order: MXNet casts _mul_scalar's double to float
+    (correctly rounded), where dmlc's float parse would be one float off now and then."""
+    nets, trainers = checks.triple(SparseAdamax, MXNetDense, _kwargs(None, 1.0, 0.01, lr=3.7e-5),
+                                   zero_rows=np.arange(checks.ROWS))
+    data = checks.batches(40)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
 def test_reads_through_forward_before_flush():
     """A forward pass of the deferred net reads caught-up rows (never-trained ones too)."""
     kw = _kwargs(0.5, 1.0, 0.05)

@@ -7,7 +7,7 @@ MXNet's AdamW optimizers call it (``lr=1``, ``eta`` = bias-corrected lr,
 with Adam's, float32 and float64 (both bitwise: the kernel's scalars are C
 floats), with an lr schedule, long gaps, never-touched rows, eager and
 deferred, save/load/resume, float16 master copies (``mp_adamw_update``) and
-the registry. Also the float parse MXNet applies to those scalars.
+the registry.
 """
 import copy
 import itertools
@@ -20,7 +20,6 @@ from mxnet import gluon
 
 import adam_variant_checks as checks
 from gluon_sparse.optimizer import SparseAdam
-from gluon_sparse.optimizer._mxnet_floats import dmlc_parse_float32, mxnet_float_param
 
 
 class MXNetAdamW(mx.optimizer.Optimizer):
@@ -207,18 +206,3 @@ def test_bad_combinations():
         SparseAdam(decoupled_wd=True, lazy_update=True)
     with pytest.raises(ValueError, match="flush_denormals"):
         SparseAdam(decoupled_wd=True, flush_denormals=True)
-
-
-def test_dmlc_float_parse_matches_mxnet():
-    """Our model of MXNet's float parameter parse, against MXNet's own (clip's a_max)."""
-    rng = np.random.default_rng(11)
-    values = np.concatenate([10 ** rng.uniform(-12, 3, 1500), rng.random(300),
-                             [1e-5, 5e-5, 3.7e-5, 1.5, 123.456, 0.0, -0.25]])
-    big = mx.nd.array([3e38])
-    wrong_strtof = 0
-    for value in values.tolist():
-        mxnet_value = mx.nd.clip(big, a_min=-1.0, a_max=value).asnumpy()[0]
-        assert dmlc_parse_float32(str(value)) == mxnet_value, value
-        assert mxnet_float_param(value) == float(mxnet_value)
-        wrong_strtof += mxnet_value != np.float32(value)
-    assert wrong_strtof > 0  # the reason the helper exists

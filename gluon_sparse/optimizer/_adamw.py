@@ -24,7 +24,6 @@ import numpy as np
 from .. import _native
 from . import _family_state
 from ._family import Rule, _as_list
-from ._mxnet_floats import mxnet_float_param
 
 __all__ = ["AdamwRule", "ADAMW", "create_state", "update", "check_options"]
 
@@ -40,9 +39,8 @@ def _rescale_skips(rescale_grad):
 class AdamwRule(Rule):
     """MXNet's ``adamw_update``: Adam's moments, decoupled weight decay (see the module docstring).
 
-    The scalars are given as MXNet's float parameters hold them (dmlc's
-    parse, :func:`~gluon_sparse.optimizer._mxnet_floats.mxnet_float_param`),
-    so that the results are bitwise ``adamw_update``'s.
+    The operators parse the scalars' text as MXNet's parameter fields do
+    (dmlc::stof), so the values given here are MXNet's own.
     """
 
     name = "adamw"
@@ -51,13 +49,11 @@ class AdamwRule(Rule):
     step_names = ("lr", "eta", "wd", "clip_gradient", "skip")
 
     def fixed(self, optimizer):
-        return {"beta1": mxnet_float_param(optimizer.beta1),
-                "beta2": mxnet_float_param(optimizer.beta2),
-                "epsilon": mxnet_float_param(optimizer.epsilon)}
+        return {"beta1": float(optimizer.beta1), "beta2": float(optimizer.beta2),
+                "epsilon": float(optimizer.epsilon)}
 
     def step(self, optimizer, index):
-        return {name: value if name == "skip" else mxnet_float_param(value)
-                for name, value in mxnet_arguments(optimizer, index).items()}
+        return mxnet_arguments(optimizer, index)
 
 
 ADAMW = AdamwRule()

@@ -14,7 +14,10 @@
  * (for float64 weights MXNet keeps the double: results then agree within
  * float32 rounding of the scalars, not bitwise). `1 - beta1` is rounded as
  * Python computes it (in double, then to float), so it is a fixed scalar of
- * its own rather than derived from beta1 here.
+ * its own rather than derived from beta1 here. The step scalars are parsed
+ * correctly rounded (kStepParse), as that double-to-float cast gives; fixed
+ * scalars and rescale_grad as the framework parses every float field
+ * (dmlc::stof, which agrees for values in [1e-4, 1) and short decimals).
  *
  * epsilon is gluon-sparse's addition (default 0): MXNet divides by u alone,
  * so an element whose gradient has always been 0 (a row never in any batch
@@ -74,6 +77,9 @@ struct AdamaxRule {
   static constexpr int kNumStep = 3;
   static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient"};
   static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f};
+  // _mul_scalar's double parameter cast to float: correctly rounded, not dmlc::stof.
+  static constexpr Parse kStepParse[] = {Parse::kTupleElement, Parse::kTupleElement,
+                                         Parse::kTupleElement};
 
   template <typename T>
   struct Scalars {

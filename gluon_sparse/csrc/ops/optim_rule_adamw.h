@@ -9,8 +9,9 @@
  *   var  = beta2 * var  + (1 - beta2) * (g * g)
  *   weight = weight - eta * ((lr * mean) / (sqrt(var) + epsilon) + wd * weight)
  *
- * Every scalar is a C float cast to the weight's type, as AdamWParam's are, so
- * float32 and float64 results are bitwise MXNet's. The weight decay is not
+ * Every scalar is a C float cast to the weight's type, as AdamWParam's are
+ * (parsed by dmlc::stof, the framework's default), so float32 and float64
+ * results are bitwise MXNet's. The weight decay is not
  * part of the gradient: a row absent from the batch keeps mean and var
  * decaying towards 0 and its weight shrinking by eta * wd * weight.
  *

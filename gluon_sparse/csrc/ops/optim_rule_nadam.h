@@ -47,6 +47,10 @@ struct NadamRule {
       "one_minus_momentum",         // 1 - momentum_t
       "momentum_next"};             // momentum_t_1
   static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f, NAN, NAN, NAN, NAN, NAN};
+  // _mul_scalar / _div_scalar's double parameters cast to float: correctly rounded.
+  static constexpr Parse kStepParse[] = {
+      Parse::kTupleElement, Parse::kTupleElement, Parse::kTupleElement, Parse::kTupleElement,
+      Parse::kTupleElement, Parse::kTupleElement, Parse::kTupleElement, Parse::kTupleElement};
 
   template <typename T>
   struct Scalars {
