@@ -115,6 +115,46 @@ inline void extend_hint(const float* history, const float* fixed, int64_t to, Re
 }
 
 /*!
+ * \brief Steps first..to without gradient of one row, every one applied.
+ *
+ * Blocked: kBlock columns at a time are held in local arrays (registers and
+ * L1) through all the steps, so each element is loaded and stored once
+ * however many steps it replays, and the column loop over the block
+ * vectorises. Each element still goes through the same steps in the same
+ * order: bitwise the step-by-step result.
+ */
+template <class Rule, typename T>
+inline void replay_steps(int64_t cols, T* w, const StatePtrs<T>& states, const float* history,
+                         const float* fixed, int64_t first, int64_t to) {
+  constexpr int64_t kBlock = 32;
+  constexpr int n = Rule::kNumStates;
+  constexpr int slots = RuleTraits<Rule>::kStateSlots;
+  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+    const int64_t width = cols - j0 < kBlock ? cols - j0 : kBlock;
+    T lw[kBlock] = {};
+    T ls[slots][kBlock] = {};
+    for (int64_t j = 0; j < width; ++j) lw[j] = w[j0 + j];
+    for (int k = 0; k < n; ++k) {
+      for (int64_t j = 0; j < width; ++j) ls[k][j] = states.p[k][j0 + j];
+    }
+    for (int64_t t = first; t <= to; ++t) {
+      const auto sc = Rule::template scalars<T>(record<Rule>(history, t), fixed, 1.0f);
+      // The full block: a compile-time trip count the compiler vectorises.
+      for (int64_t j = 0; j < kBlock; ++j) {
+        T s[slots];
+        for (int k = 0; k < n; ++k) s[k] = ls[k][j];
+        Rule::template apply<false, T>(T(0), lw + j, s, sc);
+        for (int k = 0; k < n; ++k) ls[k][j] = s[k];
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) w[j0 + j] = lw[j];
+    for (int k = 0; k < n; ++k) {
+      for (int64_t j = 0; j < width; ++j) states.p[k][j0 + j] = ls[k][j];
+    }
+  }
+}
+
+/*!
  * \brief Bring one row from step `from` to step `to` by replaying steps
  *        from+1..to without gradient, bitwise as the eager op would have.
  *
@@ -131,16 +171,15 @@ inline void replay_row(int64_t cols, T* w, const StatePtrs<T>& states, const flo
   if constexpr (HasReplayRow<Rule>::value) {
     if (Rule::template replay_row<T>(cols, w, states.p, history, fixed, from, to)) return;
   }
-  for (int64_t t = from + 1; t <= to; ++t) {
-    const float* rec = record<Rule>(history, t);
-    if (zero) {
-      if (t > hint.last_moving) return;
-      if (Rule::zero_state_is_fixed_point(rec, fixed)) continue;
+  int64_t first = from + 1;
+  if (zero) {
+    // Steps that leave a zero-state row unchanged are skipped until one moves it.
+    while (first <= to && Rule::zero_state_is_fixed_point(record<Rule>(history, first), fixed)) {
+      if (first > hint.last_moving) return;
+      ++first;
     }
-    const auto sc = Rule::template scalars<T>(rec, fixed, 1.0f);
-    step_row<Rule, false>(cols, w, states, static_cast<const T*>(nullptr), sc);
-    zero = false;
   }
+  if (first <= to) replay_steps<Rule, T>(cols, w, states, history, fixed, first, to);
 }
 
 /*!
