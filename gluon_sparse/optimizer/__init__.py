@@ -10,8 +10,10 @@ from . import deferred
 from ._family import Rule, SparseRuleMixin, family_names, supports_deferred
 from .deferred import flush
 from .sparse_adam import SparseAdam
+from .sparse_adamax import SparseAdamax
+from .sparse_nadam import SparseNadam
 from .sparse_nag import SparseNAG
 from .sparse_sgd import SparseSGD
 
-__all__ = ["Rule", "SparseAdam", "SparseNAG", "SparseRuleMixin", "SparseSGD", "deferred",
-           "family_names", "flush", "supports_deferred"]
+__all__ = ["Rule", "SparseAdam", "SparseAdamax", "SparseNAG", "SparseNadam", "SparseRuleMixin",
+           "SparseSGD", "deferred", "family_names", "flush", "supports_deferred"]

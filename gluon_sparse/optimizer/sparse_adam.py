@@ -14,6 +14,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
+from . import _adamw
 from . import deferred as deferred_adam
 
 __all__ = ["SparseAdam"]
@@ -82,6 +83,15 @@ class SparseAdam(mx.optimizer.Adam):
         (``set_data``, ``load_parameters``, ``initialize(force_reinit=True)``,
         a kvstore pull, ``Trainer.load_states``). See
         :mod:`gluon_sparse.optimizer.deferred` and the optimizer guide.
+    decoupled_wd : bool, default False
+        AdamW (Loshchilov & Hutter's decoupled weight decay): ``wd`` no longer
+        enters the gradient but shrinks the weight directly,
+        ``w -= eta * (m / (sqrt(v) + epsilon) + wd * w)`` with ``eta`` the
+        bias-corrected learning rate, exactly MXNet's ``adamw_update`` as MXNet
+        2.0's ``mx.optimizer.AdamW`` calls it (bitwise, float32 and float64).
+        Works eager and ``deferred`` (rows absent from a batch keep decaying);
+        not with ``lazy_update`` or ``flush_denormals``. See
+        :mod:`gluon_sparse.optimizer._adamw`.
     **kwargs
         Passed to :class:`mxnet.optimizer.Optimizer`: ``wd``, ``rescale_grad``,
         ``clip_gradient``, ``lr_scheduler``, ``multi_precision``, ``param_dict``, ...
@@ -96,8 +106,11 @@ class SparseAdam(mx.optimizer.Adam):
     ...                            {'learning_rate': 0.01, 'wd': 1e-4})
     """
 
+    decoupled_wd = False  # (also for optimizers pickled before the option existed)
+
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
-                 lazy_update=False, flush_denormals=False, deferred=False, **kwargs):
+                 lazy_update=False, flush_denormals=False, deferred=False, decoupled_wd=False,
+                 **kwargs):
         super().__init__(learning_rate=learning_rate, beta1=beta1, beta2=beta2,
                          epsilon=epsilon, lazy_update=lazy_update, **kwargs)
         if deferred and (lazy_update or flush_denormals):
@@ -105,9 +118,14 @@ class SparseAdam(mx.optimizer.Adam):
                              "combined with lazy_update=True or flush_denormals=True")
         self.flush_denormals = flush_denormals
         self.deferred = deferred
+        self.decoupled_wd = bool(decoupled_wd)
+        if self.decoupled_wd:
+            _adamw.check_options(self)
 
     def create_state(self, index, weight):
         """``(mean, var)``, or a deferred state for a row_sparse-gradient weight if ``deferred``."""
+        if self.decoupled_wd:
+            return _adamw.create_state(self, index, weight)
         if self.deferred:
             state = deferred_adam.create_state(self, index, weight)
             if state is not None:
@@ -139,6 +157,9 @@ class SparseAdam(mx.optimizer.Adam):
         state : tuple of NDArray
             ``(mean, var)`` from :meth:`create_state`.
         """
+        if self.decoupled_wd:
+            _adamw.update(self, index, weight, grad, state)
+            return
         if isinstance(state, deferred_adam.DeferredAdamState):
             deferred_adam.update(self, index, weight, grad, state)
             return

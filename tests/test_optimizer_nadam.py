@@ -1,0 +1,157 @@
+"""SparseNadam (rule ``nadam``) against MXNet 1.9.1's own Nadam on dense gradients.
+
+MXNet tests Nadam only by convergence (test_optimizer.py::test_nadam); the
+grid here is its Adam grid (clip, rescale, wd; float32 and float64), with an
+lr schedule, rows absent for long gaps and never touched, eager and deferred,
+through gluon.Trainer and FullyConnectedSparse, save/load/resume and the
+registry. The momentum schedule is MXNet's: one ``m_schedule`` per optimizer,
+advanced at every update of any weight (here weight and bias alternate).
+float32 is bitwise; float64 within float32 rounding of the scalars.
+"""
+import copy
+import itertools
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import adam_variant_checks as checks
+from gluon_sparse.optimizer import SparseNadam
+
+GRID = list(itertools.product(["float32", "float64"], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
+                              [0.0, 0.03, 0.05, 0.07]))
+# float32-rounded scalars (MXNet: double) in float64 arithmetic: ~1e-7 relative per step
+# in the step size, so ~1e-8 absolute on weights after 14 steps of lr 0.01.
+F64_RTOL, F64_ATOL = 1e-6, 5e-8
+MXNetDense = checks.dense_reference(mx.optimizer.Nadam)
+
+
+def _kwargs(clip, rescale, wd, lr=0.01, **extra):
+    kw = {"lr_scheduler": checks.schedule(lr), "learning_rate": lr, "wd": wd,
+          "rescale_grad": rescale}
+    if clip is not None:
+        kw["clip_gradient"] = clip
+    kw.update(extra)
+    return kw
+
+
+def _run(kwargs, steps, dtype="float32"):
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, kwargs, dtype=dtype)
+    data = checks.batches(steps, dtype)
+    outs = [checks.train(n, t, data) for n, t in zip(nets, trainers)]
+    checks.assert_deferred(trainers[0])
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    return got, outs, [t._optimizer for t in trainers]
+
+
+@pytest.mark.parametrize("dtype, clip, rescale, wd", GRID)
+def test_grid_matches_mxnet_dense_update(dtype, clip, rescale, wd):
+    got, outs, opts = _run(_kwargs(clip, rescale, wd), 14, dtype)
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(outs[0], outs[1])
+    tol = {} if dtype == "float32" else {"rtol": F64_RTOL, "atol": F64_ATOL}
+    checks.assert_same(got[0], got[2], **tol)
+    checks.assert_same(outs[0], outs[2], **tol)
+    # one schedule for both weights: advanced twice a step, as MXNet's
+    assert opts[0].m_schedule == opts[1].m_schedule == opts[2].m_schedule
+
+
+@pytest.mark.parametrize("extra", [{"schedule_decay": 0.1, "beta1": 0.8},
+                                   {"beta2": 0.99, "epsilon": 1e-4}])
+def test_other_hyper_parameters(extra):
+    got, _, _ = _run(_kwargs(0.5, 1.0, 0.02, **extra), 12)
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_long_gaps_bitwise(wd):
+    """Row 0 absent for 200 steps: with wd = 0 its mean decays to 0 through denormals."""
+    got, _, _ = _run(_kwargs(None, 1.0, wd, lr=0.002, beta1=0.5, beta2=0.9), 202)
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.03])
+def test_zero_weight_rows_never_touched(wd):
+    """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, wd),
+                                   zero_rows=checks.NEVER[:3])
+    data = checks.batches(10)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
+def test_small_lr_on_zero_weights_bitwise():
+    """lr below 1e-4 on weights of its order: MXNet casts _mul_scalar's double to float
+    (correctly rounded), where dmlc's float parse would be one float off now and then."""
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, _kwargs(None, 1.0, 0.01, lr=3.7e-5),
+                                   zero_rows=np.arange(checks.ROWS))
+    data = checks.batches(40)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
+def test_reads_through_forward_before_flush():
+    kw = _kwargs(0.5, 1.0, 0.05)
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, kw)
+    data = checks.batches(30)
+    for n, t in zip(nets, trainers):
+        checks.train(n, t, data)
+    x = mx.nd.sparse.csr_matrix(mx.nd.ones((1, checks.ROWS)).asnumpy())
+    outs = [n(x).asnumpy() for n in nets]  # the deferred net reads every row, unflushed
+    checks.assert_same(outs[:1], outs[1:2])
+    checks.assert_same(outs[:1], outs[2:])
+
+
+def test_two_devices_bitwise():
+    got = checks.two_devices(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, 0.03))
+    checks.assert_same(got[0], got[1])
+    checks.assert_same(got[0], got[2])
+
+
+def test_save_load_resume_matches_uninterrupted(tmp_path):
+    """The optimizer (with its m_schedule) and the deferred states travel in save_states."""
+    kw = _kwargs(None, 1.0, 0.03)
+    nets, trainers = checks.triple(SparseNadam, MXNetDense, kw)
+    data = checks.batches(24)
+    checks.train(nets[0], trainers[0], data[:10])
+    nets[0].save_parameters(str(tmp_path / "w.params"))
+    trainers[0].save_states(str(tmp_path / "w.states"))
+    resumed = checks.make_net()
+    resumed.load_parameters(str(tmp_path / "w.params"))
+    trainer = gluon.Trainer(resumed.collect_params(), SparseNadam(deferred=True, **kw))
+    trainer.load_states(str(tmp_path / "w.states"))
+    assert trainer._optimizer.m_schedule == trainers[0]._optimizer.m_schedule != 1.0
+    checks.train(resumed, trainer, data[10:])
+    checks.train(nets[2], trainers[2], data)
+    checks.assert_same(checks.weights(resumed) + checks.states(trainer),
+                       checks.weights(nets[2]) + checks.states(trainers[2]))
+
+
+def test_registry_and_trainer_by_name():
+    opt = mx.optimizer.create("sparsenadam", deferred=True, learning_rate=0.003,
+                              schedule_decay=0.01)
+    assert isinstance(opt, SparseNadam) and opt.deferred and opt.schedule_decay == 0.01
+    kw = _kwargs(0.4, 0.8, 0.03)
+    net, ref = checks.make_net(), checks.make_net()
+    trainers = [gluon.Trainer(net.collect_params(), "sparsenadam",
+                              dict(copy.deepcopy(kw), deferred=True)),
+                gluon.Trainer(ref.collect_params(), MXNetDense(**kw))]
+    data = checks.batches(8)
+    checks.train(net, trainers[0], data)
+    checks.train(ref, trainers[1], data)
+    assert isinstance(trainers[0]._optimizer, SparseNadam)
+    checks.assert_same(checks.weights(net), checks.weights(ref))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="clip_gradient"):
+        SparseNadam(clip_gradient=-0.5)
