@@ -29,41 +29,10 @@
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULE_RMSPROP_H_
 
 #include "optim_rule.h"
+#include "optim_rule_rmsprop_detail.h"
 
 namespace gluon_sparse {
 namespace optim {
-namespace rmsprop_detail {
-
-/*! \brief Whether x is finite and not of negative sign (+0 included, -0 not). */
-GS_HOST_DEVICE bool finite_non_negative(float x) {
-  return x == 0.0f ? 1.0f / x > 0.0f : (x > 0.0f && x <= 3.40282347e38f);
-}
-
-/*! \brief Whether x is neither infinite nor NaN. */
-GS_HOST_DEVICE bool finite(float x) { return x - x == 0.0f; }
-
-/*! \brief The scalars shared by both forms, in the weight's type. */
-template <typename T>
-struct Scalars {
-  T lr, wd, rescale_grad, clip_gradient, gamma1, one_minus_gamma1, gamma2, epsilon, clip_weights;
-};
-
-/*! \brief The step's gradient as MXNet's kernels form it (grad is 0 for a row absent). */
-template <bool kHasGrad, typename T>
-GS_HOST_DEVICE T rescaled_grad(T grad, T w, const Scalars<T>& s) {
-  const T g = kHasGrad ? grad : T(0);
-  T r = ops::add(ops::mul(s.rescale_grad, g), ops::mul(s.wd, w));
-  if (s.clip_gradient >= T(0)) r = ops::clip(r, s.clip_gradient);
-  return r;
-}
-
-/*! \brief w clipped to [-clip_weights, clip_weights] when clip_weights >= 0. */
-template <typename T>
-GS_HOST_DEVICE T clip_weight(T w, const Scalars<T>& s) {
-  return s.clip_weights >= T(0) ? ops::clip(w, s.clip_weights) : w;
-}
-
-}  // namespace rmsprop_detail
 
 /*! \brief Plain RMSProp (MXNet's rmsprop_update). State: n. */
 struct RmspropRule {
@@ -114,8 +83,15 @@ struct RmspropRule {
    */
   GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step, const float* fixed) {
     return step[1] == 0.0f && rmsprop_detail::finite_non_negative(step[0]) &&
-           rmsprop_detail::finite(fixed[0]) &&
-           fixed[1] > 0.0f && !(fixed[2] >= 0.0f);
+           ops::is_finite(fixed[0]) && fixed[1] > 0.0f && !(fixed[2] >= 0.0f);
+  }
+
+  // A cheaper exact replay of the steps a row missed (optim_rule_rmsprop_detail.h).
+  static constexpr bool kHasReplayRow = true;
+  template <typename T>
+  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
+                                        const float* fixed, int64_t from, int64_t to) {
+    return rmsprop_detail::replay_row<RmspropRule>(cols, w, s, history, fixed, from, to);
   }
 };
 
@@ -165,14 +141,21 @@ struct RmspropCenteredRule {
 
   /*!
    * As plain RMSProp's, with delta = gamma2 * +0 - (lr * +0) / sqrt(epsilon) = +0
-   * for a gamma2 of positive sign. One exception the contract's "finite weight"
-   * lets through: w = -0 becomes -0 + +0 = +0 (equal as numbers, not as bits),
-   * so the framework must not take the shortcut for a weight holding -0.
+   * for a finite gamma2 of positive sign, and w + (+0) = w (w = -0 would become
+   * +0: the contract excludes it).
    */
   GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step, const float* fixed) {
     return step[1] == 0.0f && rmsprop_detail::finite_non_negative(step[0]) &&
-           rmsprop_detail::finite(fixed[0]) &&
-           rmsprop_detail::finite_non_negative(fixed[1]) && fixed[2] > 0.0f && !(fixed[3] >= 0.0f);
+           ops::is_finite(fixed[0]) && rmsprop_detail::finite_non_negative(fixed[1]) &&
+           fixed[2] > 0.0f && !(fixed[3] >= 0.0f);
+  }
+
+  // A cheaper exact replay of the steps a row missed (optim_rule_rmsprop_detail.h).
+  static constexpr bool kHasReplayRow = true;
+  template <typename T>
+  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
+                                        const float* fixed, int64_t from, int64_t to) {
+    return rmsprop_detail::replay_row<RmspropCenteredRule>(cols, w, s, history, fixed, from, to);
   }
 };
 
