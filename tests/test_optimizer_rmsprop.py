@@ -240,3 +240,135 @@ def test_zero_clip_means_off_as_in_mxnet():
         run.step([0, 1, 2])
     assert np.abs(run.ref_w.asnumpy()).max() > 0  # not clipped to [0, 0]
     run.check()
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_first_update_after_begin_num_update(centered):
+    """A state whose first update is step 6 (begin_num_update=5): the history's
+    records before it were never steps, so no row may replay them (a replay would
+    clip the weights to clip_weights before MXNet's first update does)."""
+    run = _Run(True, "float32", learning_rate=0.05, centered=centered, wd=0.05, clip_weights=0.3,
+               begin_num_update=5)
+    rng = np.random.default_rng(9)
+    for step in range(1, 8):
+        run.step(_rows_of(step, rng))
+    run.check()
+
+
+# ------------------------------------------------------------ the replay hook
+_DRIVER = r"""
+#include "optim_rule_rmsprop.h"
+using namespace gluon_sparse::optim;
+template <typename R, typename T>
+void replay(int hook, long cols, T* w, T* states, const float* history, const float* fixed,
+            long from, long to) {
+  T* s[R::kNumStates];
+  for (int k = 0; k < R::kNumStates; ++k) s[k] = states + k * cols;
+  if (hook) { R::template replay_row<T>(cols, w, s, history, fixed, from, to); return; }
+  for (long t = from + 1; t <= to; ++t) {  // the generic replay: apply<false> step by step
+    const auto sc = R::template scalars<T>(history + t * R::kNumStep, fixed, 1.0f);
+    for (long j = 0; j < cols; ++j) {
+      T st[R::kNumStates];
+      for (int k = 0; k < R::kNumStates; ++k) st[k] = s[k][j];
+      R::template apply<false>(T(0), w + j, st, sc);
+      for (int k = 0; k < R::kNumStates; ++k) s[k][j] = st[k];
+    }
+  }
+}
+template <typename R>
+void dispatch(int dbl, int hook, long cols, void* w, void* s, const float* h, const float* f,
+              long from, long to) {
+  if (dbl) {
+    replay<R, double>(hook, cols, (double*)w, (double*)s, h, f, from, to);
+  } else {
+    replay<R, float>(hook, cols, (float*)w, (float*)s, h, f, from, to);
+  }
+}
+extern "C" void rms_replay(int centered, int dbl, int hook, long cols, void* w, void* s,
+                           const float* h, const float* f, long from, long to) {
+  if (centered) {
+    dispatch<RmspropCenteredRule>(dbl, hook, cols, w, s, h, f, from, to);
+  } else {
+    dispatch<RmspropRule>(dbl, hook, cols, w, s, h, f, from, to);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def replay_lib(tmp_path_factory):
+    """The rules' replay_row hook and the step-by-step replay, compiled as the library is."""
+    import ctypes
+    import os
+    import shutil
+    import subprocess
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    if compiler is None:
+        pytest.skip("no C++ compiler to build the replay driver")
+    ops = os.path.join(os.path.dirname(__file__), "..", "gluon_sparse", "csrc", "ops")
+    out = tmp_path_factory.mktemp("rmsprop_replay")
+    (out / "driver.cc").write_text(_DRIVER)
+    subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", ops,
+                    str(out / "driver.cc"), "-o", str(out / "driver.so")], check=True)
+    lib = ctypes.CDLL(str(out / "driver.so"))
+    p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
+    lib.rms_replay.argtypes = [i, i, i, c_long, p, p, p, p, c_long, c_long]
+    return lib
+
+
+def _random_replay_case(rng):
+    """A row, its states and a history: schedules, wd switching on and off, odd values."""
+    dtype = np.float32 if rng.random() < 0.6 else np.float64
+    centered = bool(rng.random() < 0.5)
+    cols, steps = int(rng.integers(1, 9)), int(rng.choice([1, 2, 5, 60, 400, 1500]))
+    history = np.zeros((steps + 1, 3), np.float32)
+    wd_choices = rng.choice([[0.0], [0.01], [0.0, 0.0, 0.0, 0.02, -0.0]])
+    for t in range(1, steps + 1):
+        lr = 0.003 * (1 + t % 7) if rng.random() > 0.03 else rng.choice([0.0, -0.0, -0.01,
+                                                                          np.inf, np.nan])
+        history[t] = (lr, rng.choice(wd_choices), rng.choice([-1.0, 0.5, 0.0, 1e-3]))
+    if rng.random() < 0.8:  # usual constants, or odd ones
+        gammas, eps = rng.choice([0.9, 0.5, 0.99], 2), rng.choice([1e-8, 1e-3])
+        clip_w = rng.choice([-1.0, -1.0, 0.5, 0.0])
+    else:
+        gammas = [rng.choice([0.0, 1.0, 1.5, -0.3]), rng.choice([0.0, -0.5, 1.2])]
+        eps, clip_w = rng.choice([0.0, -1e-8, 1e-8]), rng.choice([-1.0, 0.5, np.nan])
+    fixed = np.array([gammas[0], gammas[1], eps, clip_w] if centered else
+                     [gammas[0], eps, clip_w], np.float32)
+    w = (rng.standard_normal(cols) * rng.choice([1, 1e-3, 10])).astype(dtype)
+    if rng.random() < 0.3:
+        w[rng.integers(cols)] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, 1e-42])
+    states = (rng.standard_normal((3 if centered else 1, cols))
+              * rng.choice([1, 1e-20, 1e-40])).astype(dtype)
+    states[0] = np.abs(states[0]) + (states[1] ** 2 if centered else 0)  # n >= g * g
+    if rng.random() < 0.3:
+        states[:] = 0
+    if rng.random() < 0.1:
+        states[rng.integers(len(states)), rng.integers(cols)] = rng.choice([np.nan, -1.0, np.inf])
+    return centered, dtype, history, fixed, w, states, int(rng.integers(0, max(1, steps // 3)))
+
+
+def _assert_same_bits_or_both_nan(got, want, what):
+    # NaN payloads are not reproducible (the compiler may swap operands of + and *).
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=what)
+    _assert_bitwise(got[~nan], want[~nan], what)
+
+
+def test_replay_hook_equals_step_by_step_replay(replay_lib):
+    """The hook (decay steps without sqrt/div, settled rows skipped) bitwise against
+    apply<false> step by step, over 600 random rows: denormal decay to the fixed
+    point, lr schedules, wd switching, infinite / NaN / -0 weights, odd constants."""
+    rng = np.random.default_rng(12)
+    for case in range(600):
+        centered, dtype, history, fixed, w, states, start = _random_replay_case(rng)
+        results = []
+        for hook in (0, 1):
+            w_out, s_out = w.copy(), states.copy()
+            replay_lib.rms_replay(int(centered), int(dtype == np.float64), hook, len(w),
+                                  w_out.ctypes.data, s_out.ctypes.data, history.ctypes.data,
+                                  fixed.ctypes.data, start, len(history) - 1)
+            results.append((w_out, s_out))
+        what = "case %d (centered=%s, %s, fixed %s)" % (case, centered, dtype.__name__, fixed)
+        _assert_same_bits_or_both_nan(results[1][0], results[0][0], "weight, " + what)
+        _assert_same_bits_or_both_nan(results[1][1], results[0][1], "states, " + what)

@@ -10,15 +10,16 @@ through the optimizer family's operators (csrc/ops/optim_rule_rmsprop.h): eager
 bitwise, when read).
 """
 import mxnet as mx
+import numpy as np
 
 from ._family import Rule, SparseRuleMixin
 
 __all__ = ["SparseRMSProp"]
 
 
-def _bound(value):
-    """MXNet's RMSProp passes clip_gradient / clip_weights only when truthy; -1 is off."""
-    return float(value) if value else -1.0
+def _clip_weights(optimizer):
+    """MXNet's RMSProp passes clip_weights only when truthy; -1 is off."""
+    return float(optimizer.clip_weights) if optimizer.clip_weights else -1.0
 
 
 class RmspropRule(Rule):
@@ -30,12 +31,11 @@ class RmspropRule(Rule):
     step_names = ("lr", "wd", "clip_gradient")
 
     def fixed(self, optimizer):
-        return {"gamma1": optimizer.gamma1, "epsilon": optimizer.epsilon,
-                "clip_weights": _bound(optimizer.clip_weights)}
+        return {"gamma1": float(optimizer.gamma1), "epsilon": float(optimizer.epsilon),
+                "clip_weights": _clip_weights(optimizer)}
 
     def step(self, optimizer, index):
-        return {"lr": optimizer._get_lr(index), "wd": optimizer._get_wd(index),
-                "clip_gradient": _bound(optimizer.clip_gradient)}
+        return self.lr_wd_clip(optimizer, index)
 
 
 class RmspropCenteredRule(RmspropRule):
@@ -47,7 +47,7 @@ class RmspropCenteredRule(RmspropRule):
 
     def fixed(self, optimizer):
         fixed = super().fixed(optimizer)
-        fixed["gamma2"] = optimizer.gamma2
+        fixed["gamma2"] = float(optimizer.gamma2)
         return fixed
 
 
@@ -126,3 +126,13 @@ class SparseRMSProp(SparseRuleMixin, mx.optimizer.RMSProp):
 
     def _rule(self):
         return RMSPROP_CENTERED if self.centered else RMSPROP
+
+    def create_state(self, index, weight):
+        """A deferred state, or MXNet's ``(n,)`` / ``(n, g, delta)`` in the weight's dtype."""
+        state = super().create_state(index, weight)
+        if isinstance(state, tuple) and any(a.dtype != weight.dtype for a in state):
+            # MXNet's RMSProp makes float32 states, which rmsprop_update rejects
+            # next to a float64 weight.
+            state = tuple(mx.nd.zeros(weight.shape, weight.context, dtype=np.dtype(weight.dtype),
+                                      stype=weight.stype) for _ in state)
+        return state
