@@ -11,7 +11,8 @@ from ._family import Rule, SparseRuleMixin, family_names, supports_deferred
 from .deferred import flush
 from .sparse_adam import SparseAdam
 from .sparse_nag import SparseNAG
+from .sparse_rmsprop import SparseRMSProp
 from .sparse_sgd import SparseSGD
 
-__all__ = ["Rule", "SparseAdam", "SparseNAG", "SparseRuleMixin", "SparseSGD", "deferred",
-           "family_names", "flush", "supports_deferred"]
+__all__ = ["Rule", "SparseAdam", "SparseNAG", "SparseRMSProp", "SparseRuleMixin", "SparseSGD",
+           "deferred", "family_names", "flush", "supports_deferred"]

@@ -11,6 +11,7 @@
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULES_H_
 
 #include "optim_rule_nag.h"
+#include "optim_rule_rmsprop.h"
 #include "optim_rule_sgd.h"
 #include "optim_rule_sgd_mom.h"
 
@@ -18,6 +19,8 @@
 #define GLUON_SPARSE_OPTIM_RULES(X) \
   X(gluon_sparse::optim::NagPlainRule) \
   X(gluon_sparse::optim::NagRule) \
+  X(gluon_sparse::optim::RmspropCenteredRule) \
+  X(gluon_sparse::optim::RmspropRule) \
   X(gluon_sparse::optim::SgdMomRule) \
   X(gluon_sparse::optim::SgdRule) \
   /* end of the list: every rule line above ends with a backslash */
