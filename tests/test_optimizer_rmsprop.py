@@ -17,7 +17,11 @@ MXNet parses float parameters with dmlc::stof, which is not correctly rounded (a
 value in 6 of a 0.8-factor schedule lands one float32 ulp away from strtof's); the
 library's operators parse them the same way, and the schedule here hits such values.
 """
+import ctypes
 import itertools
+import os
+import shutil
+import subprocess
 
 import mxnet as mx
 import numpy as np
@@ -330,10 +334,6 @@ extern "C" void rms_replay(int centered, int dbl, int hook, long cols, void* w, 
 @pytest.fixture(scope="module")
 def replay_lib(tmp_path_factory):
     """The rules' replay_row hook and the step-by-step replay, compiled as the library is."""
-    import ctypes
-    import os
-    import shutil
-    import subprocess
     compiler = shutil.which(os.environ.get("CXX", "g++"))
     if compiler is None:
         pytest.skip("no C++ compiler to build the replay driver")
