@@ -31,6 +31,8 @@ OPTIMIZERS = [
     ("sparseadamax", {"epsilon": 1e-8, "learning_rate": 0.05}),
     ("sparsenadam", {"learning_rate": 0.05}),
     ("sparsenag", {"learning_rate": 0.05, "momentum": 0.9}),
+    ("sparsermsprop", {"learning_rate": 0.01}),
+    ("sparsermsprop", {"learning_rate": 0.05, "centered": True, "clip_weights": 0.6}),
     ("sparsesgd", {"learning_rate": 0.05, "momentum": 0.9}),
 ]
 

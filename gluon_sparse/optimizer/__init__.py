@@ -13,7 +13,8 @@ from .sparse_adam import SparseAdam
 from .sparse_adamax import SparseAdamax
 from .sparse_nadam import SparseNadam
 from .sparse_nag import SparseNAG
+from .sparse_rmsprop import SparseRMSProp
 from .sparse_sgd import SparseSGD
 
-__all__ = ["Rule", "SparseAdam", "SparseAdamax", "SparseNAG", "SparseNadam", "SparseRuleMixin",
-           "SparseSGD", "deferred", "family_names", "flush", "supports_deferred"]
+__all__ = ["Rule", "SparseAdam", "SparseAdamax", "SparseNAG", "SparseNadam", "SparseRMSProp",
+           "SparseRuleMixin", "SparseSGD", "deferred", "family_names", "flush", "supports_deferred"]

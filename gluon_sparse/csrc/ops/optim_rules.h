@@ -14,6 +14,7 @@
 #include "optim_rule_adamw.h"
 #include "optim_rule_nadam.h"
 #include "optim_rule_nag.h"
+#include "optim_rule_rmsprop.h"
 #include "optim_rule_sgd.h"
 #include "optim_rule_sgd_mom.h"
 
@@ -24,6 +25,8 @@
   X(gluon_sparse::optim::NadamRule) \
   X(gluon_sparse::optim::NagPlainRule) \
   X(gluon_sparse::optim::NagRule) \
+  X(gluon_sparse::optim::RmspropCenteredRule) \
+  X(gluon_sparse::optim::RmspropRule) \
   X(gluon_sparse::optim::SgdMomRule) \
   X(gluon_sparse::optim::SgdRule) \
   /* end of the list: every rule line above ends with a backslash */
