@@ -1,0 +1,125 @@
+"""AdaGrad with MXNet's dense-gradient (standard) semantics on row_sparse gradients.
+
+MXNet 1.9.1's ``AdaGrad`` sends a row_sparse gradient to ``adagrad_update``,
+which moves only the gradient's rows and refuses ``wd > 0``; a dense gradient
+goes through NDArray ops composed in Python. :class:`SparseAdaGrad` gives the
+dense-gradient results (every row steps, absent rows with gradient 0) for
+row_sparse gradients too, through the family's operators (rule ``adagrad``,
+csrc/ops/optim_rule_adagrad.h), eagerly or deferred.
+
+With ``wd == 0`` a step without gradient changes nothing (the history gains
+0 * 0 and the weight 0 / sqrt(history + eps) * lr): lazy and standard AdaGrad
+agree, and the deferred catch-up of a row is free. With ``wd > 0`` every row
+shrinks by ``weight * wd * lr`` at every step.
+"""
+import mxnet as mx
+
+from ._family import Rule, SparseRuleMixin
+
+__all__ = ["SparseAdaGrad"]
+
+
+def states_in_weight_dtype(state, weight):
+    """MXNet's state (an NDArray or a tuple of them) converted to ``weight``'s dtype.
+
+    Anything else (a deferred state, None) is returned as it is.
+    """
+    def convert(array):
+        return array if array.dtype == weight.dtype else array.astype(weight.dtype)
+    if isinstance(state, mx.nd.NDArray):
+        return convert(state)
+    if isinstance(state, tuple) and all(isinstance(a, mx.nd.NDArray) for a in state):
+        return tuple(convert(a) for a in state)
+    return state
+
+
+class AdaGradRule(Rule):
+    """The ``adagrad`` rule's scalars, as mx.optimizer.AdaGrad's dense path uses them."""
+
+    name = "adagrad"
+    state_names = ("history",)
+    fixed_names = ("epsilon",)
+    step_names = ("lr", "wd", "clip_gradient")
+
+    def fixed(self, optimizer):
+        return {"epsilon": optimizer.float_stable_eps}
+
+    def step(self, optimizer, index):
+        # The dense path clips whenever clip_gradient is not None (0 clips to 0).
+        clip = optimizer.clip_gradient
+        return {"lr": float(optimizer._get_lr(index)), "wd": float(optimizer._get_wd(index)),
+                "clip_gradient": -1.0 if clip is None else float(clip)}
+
+
+ADAGRAD = AdaGradRule()
+
+
+@mx.optimizer.Optimizer.register
+class SparseAdaGrad(SparseRuleMixin, mx.optimizer.AdaGrad):
+    """AdaGrad with MXNet's standard-update semantics and a fast row_sparse path.
+
+    Registered as ``'sparseadagrad'``. Takes :class:`mxnet.optimizer.AdaGrad`'s
+    arguments and gives the results of its dense-gradient update::
+
+        grad = clip(grad * rescale_grad, clip_gradient)
+        history += square(grad)
+        weight += (grad / sqrt(history + eps) + weight * wd) * -lr
+
+    for row_sparse gradients too: rows absent from the gradient step with
+    gradient 0, so with ``wd > 0`` they decay (MXNet's row_sparse
+    ``adagrad_update`` rejects ``wd > 0``); with ``wd == 0`` they do not move,
+    as in lazy AdaGrad. Bitwise equal to ``mx.optimizer.AdaGrad`` in float32;
+    in float64 within the float32 rounding of the scalars (lr, wd, eps,
+    rescale_grad, clip_gradient travel as C floats; MXNet's own AdaGrad cannot
+    update float64 weights, its history is float32).
+
+    Parameters
+    ----------
+    eps : float, default 1e-7
+        Added to the history under the square root; must be > 0 for rows that
+        never had a gradient to stay finite (0 / sqrt(0) is NaN, in MXNet too).
+    lazy_update : bool, default False
+        If True, row_sparse gradients take MXNet's own lazy ``adagrad_update``
+        (only the gradient's rows move; ``wd`` must be 0).
+    deferred : bool, default False
+        Standard AdaGrad at lazy cost: a row_sparse-gradient weight is updated
+        on the gradient's rows only, the others catch up exactly when read
+        (gluon-sparse's forward ops, ``param.data()``, saving, pickling, a
+        kvstore pull, ``Trainer.save_states``) or flushed
+        (:func:`gluon_sparse.optimizer.flush`).
+    **kwargs
+        Passed to :class:`mxnet.optimizer.Optimizer`: ``learning_rate``,
+        ``wd``, ``rescale_grad``, ``clip_gradient`` (>= 0), ``lr_scheduler``,
+        ``multi_precision``, ``param_dict``, ...
+
+    Examples
+    --------
+    >>> import mxnet as mx
+    >>> import gluon_sparse.optimizer
+    >>> opt = mx.optimizer.create('sparseadagrad', learning_rate=0.1, wd=1e-4,
+    ...                           deferred=True)
+    >>> type(opt).__name__
+    'SparseAdaGrad'
+    """
+
+    def __init__(self, eps=1e-7, lazy_update=False, deferred=False, **kwargs):
+        if deferred and lazy_update:
+            raise ValueError("deferred=True replays the standard update exactly; it cannot be "
+                             "combined with lazy_update=True")
+        super().__init__(eps=eps, deferred=deferred, **kwargs)
+        self.lazy_update = lazy_update
+        if self.clip_gradient is not None and self.clip_gradient < 0:
+            raise ValueError("clip_gradient must be >= 0 or None, got %r (MXNet's AdaGrad "
+                             "would clip to the empty range [%r, %r])"
+                             % (self.clip_gradient, -self.clip_gradient, self.clip_gradient))
+
+    def _rule(self):
+        return ADAGRAD
+
+    def create_state(self, index, weight):
+        """The history (MXNet's layout) in the weight's dtype, or a deferred state.
+
+        MXNet's AdaGrad makes a float32 history whatever the weight's dtype,
+        which its own update then rejects for float64 and float16 weights.
+        """
+        return states_in_weight_dtype(super().create_state(index, weight), weight)

@@ -1,0 +1,134 @@
+"""SparseFtrl against MXNet's own Ftrl given the dense gradients (its standard update),
+eager and deferred, bitwise: MXNet 1.9.1's test grid (clip, rescale, wd, lamda1), float32
+and float64, lr schedules, long gaps, never-touched rows, reads through forward and flush,
+save/load/resume, the registry and gluon.Trainer by name."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import gluon_sparse.optimizer
+from gluon_sparse.optimizer import SparseFtrl
+from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, gap_schedule,
+                                 make_net, run, state_arrays, train_step, trained_arrays)
+
+# MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_ftrl.
+MXNET_GRID = [{}, {"clip_gradient": 0.5}, {"clip_gradient": 0.4, "rescale_grad": 0.14},
+              {"rescale_grad": 0.8}, {"clip_gradient": 0.5, "wd": 0.07},
+              {"clip_gradient": 0.4, "rescale_grad": 0.14, "wd": 0.03},
+              {"rescale_grad": 0.8, "wd": 0.05}, {"rescale_grad": 0.8, "wd": 0.05, "lamda1": 0.01},
+              {"clip_gradient": 0.5, "wd": 0.07, "lamda1": 1.0}]
+
+
+def _schedule():
+    return mx.lr_scheduler.FactorScheduler(step=7, factor=0.8, base_lr=0.1)
+
+
+def _init(rows, cols, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, cols)).astype(dtype)
+
+
+def _compare(kwargs, dtype, deferred, plan, rows=40, cols=3, seed=0):
+    init = _init(rows, cols, dtype, seed)
+    ref = MXNetReference(mx.optimizer.Ftrl(**kwargs), init, dtype, 2)
+    ours = SparseFtrl(deferred=deferred, **kwargs)
+    net, trainer = run(ours, ref, init, dtype, plan, seed)
+    assert_bitwise(trained_arrays(net, trainer), ref.arrays(), str(kwargs))
+    return net, trainer
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kwargs", MXNET_GRID)
+def test_mxnet_grid_bitwise(kwargs, dtype, deferred):
+    _compare(kwargs, dtype, deferred, gap_schedule(40, 40, seed=1))
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("kwargs", [{"wd": 0.01}, {"wd": 0.0, "lamda1": 0.0, "beta": 0.5},
+                                    {"clip_gradient": 0.3, "wd": 0.1, "rescale_grad": 2.0}])
+def test_lr_schedule_and_long_gaps_bitwise(kwargs, deferred):
+    """Row 0 moves at steps 1 and 400 only: the O(1) catch-up equals the 398 steps."""
+    _compare(dict(kwargs, lr_scheduler=_schedule()), "float32", deferred,
+             gap_schedule(40, 400, seed=2))
+
+
+def test_never_touched_rows_become_zero_lazy_keeps_them():
+    """The first standard step sets rows without z to 0; MXNet's lazy FTRL (row_sparse
+    weight and states) leaves them at their initial value."""
+    init = _init(10, 3, "float32") + 2.0  # no zeros
+    plan = [np.array([2, 5])] * 3
+    net, trainer = run(SparseFtrl(deferred=True), None, init, "float32", plan)
+    weight = net.weight.data().asnumpy()
+    untouched = np.setdiff1d(np.arange(10), [2, 5])
+    assert (weight[untouched] == 0).all()
+    assert (weight[[2, 5]] != init[[2, 5]]).all()
+
+    lazy = mx.optimizer.Ftrl()
+    w = mx.nd.array(init).tostype("row_sparse")
+    state = lazy.create_state(0, w)
+    grad = mx.nd.sparse.row_sparse_array((np.ones((2, 3), "f"), [2, 5]), shape=(10, 3))
+    lazy.update(0, w, grad, state)
+    np.testing.assert_array_equal(w.asnumpy()[untouched], init[untouched])
+
+
+def test_untouched_weight_follows_lr_from_z_and_n():
+    """A row absent for many steps has w = f(z, n, last lr, last wd), computed here in NumPy."""
+    init, dtype = _init(20, 4, "float64"), "float64"
+    wd, lamda1, beta = 0.02, 0.01, 1.0
+    plan = [np.arange(20)] * 3 + [np.array([19])] * 30
+    opt = SparseFtrl(deferred=True, wd=wd, lamda1=lamda1, beta=beta, lr_scheduler=_schedule())
+    net, trainer = run(opt, None, init, dtype, plan)
+    weight = net.weight.data().asnumpy()
+    z, n = state_arrays(trainer)
+    lr = np.float64(np.float32(opt._get_lr(0)))  # FtrlParam holds a C float
+    want = ((np.sign(z) * lamda1 - z) / ((beta + np.sqrt(n)) / lr + wd)
+            * (np.abs(z) > lamda1))
+    np.testing.assert_array_equal(weight[:19], want[:19])
+    assert opt._get_lr(0) < 0.1 * 0.8 ** 3  # the schedule did move lr
+
+
+def test_forward_reads_caught_up_rows():
+    """FullyConnectedSparse's forward on rows deferred for a long time sees the standard weights."""
+    init = _init(40, 3, "float32")
+    plan = gap_schedule(40, 60, seed=3)
+    outs = []
+    for deferred in (True, False):
+        net, trainer = run(SparseFtrl(deferred=deferred, wd=0.01), None, init, "float32", plan)
+        x, _ = batch(np.random.default_rng(9), np.arange(40), 40, 3, "float32")
+        outs.append(net(x).asnumpy())
+    assert_bitwise([outs[0]], [outs[1]])
+
+
+def test_save_load_resume_bitwise(tmp_path):
+    """Stop mid-run (save_parameters + save_states), resume in a new net and Trainer."""
+    init, dtype = _init(40, 3, "float32"), "float32"
+    plan = gap_schedule(40, 60, seed=4)
+    kwargs = dict(wd=0.01, lr_scheduler=_schedule())
+    ref = MXNetReference(mx.optimizer.Ftrl(**kwargs), init, dtype, 2)
+    net, trainer = run(SparseFtrl(deferred=True, **kwargs), ref, init, dtype, plan[:30], seed=4)
+    net.save_parameters(str(tmp_path / "w.params"))
+    trainer.save_states(str(tmp_path / "t.states"))
+    resumed = make_net(np.zeros_like(init), dtype)
+    resumed.load_parameters(str(tmp_path / "w.params"))
+    trainer2 = gluon.Trainer(resumed.collect_params(), SparseFtrl(deferred=True, **kwargs),
+                             update_on_kvstore=False)
+    trainer2.load_states(str(tmp_path / "t.states"))
+    rng = np.random.default_rng(5)
+    for rows in plan[30:]:
+        ref.step(train_step(resumed, trainer2, *batch(rng, rows, 40, 3, dtype)))
+    assert_bitwise(trained_arrays(resumed, trainer2), ref.arrays())
+
+
+def test_registry_and_trainer_by_name():
+    opt = mx.optimizer.create("sparseftrl", deferred=True, lamda1=0.02, beta=0.5,
+                              learning_rate=0.3, wd=0.01, clip_gradient=1.0)
+    assert isinstance(opt, SparseFtrl) and opt.deferred
+    assert (opt.lamda1, opt.beta, opt.lr, opt.wd, opt.clip_gradient) == (0.02, 0.5, 0.3, 0.01, 1.0)
+    net = make_net(_init(10, 2, "float32"), "float32")
+    trainer = gluon.Trainer(net.collect_params(), "sparseftrl",
+                            {"deferred": True, "learning_rate": 0.3}, update_on_kvstore=False)
+    assert isinstance(trainer._optimizer, SparseFtrl)
+    train_step(net, trainer, *batch(np.random.default_rng(0), [1, 4], 10, 2, "float32"))
+    weight = net.weight.data().asnumpy()
+    assert (weight[[0, 2, 3]] == 0).all() and np.isfinite(weight).all()
