@@ -81,7 +81,8 @@ def test_untouched_weight_follows_lr_from_z_and_n():
     net, trainer = run(opt, None, init, dtype, plan)
     weight = net.weight.data().asnumpy()
     z, n = state_arrays(trainer)
-    lr = np.float64(np.float32(opt._get_lr(0)))  # FtrlParam holds a C float
+    # FtrlParam holds C floats, which the kernel casts to the weight's double.
+    lr, wd, lamda1 = (np.float64(np.float32(v)) for v in (opt._get_lr(0), wd, lamda1))
     want = ((np.sign(z) * lamda1 - z) / ((beta + np.sqrt(n)) / lr + wd)
             * (np.abs(z) > lamda1))
     np.testing.assert_array_equal(weight[:19], want[:19])
@@ -132,3 +133,18 @@ def test_registry_and_trainer_by_name():
     train_step(net, trainer, *batch(np.random.default_rng(0), [1, 4], 10, 2, "float32"))
     weight = net.weight.data().asnumpy()
     assert (weight[[0, 2, 3]] == 0).all() and np.isfinite(weight).all()
+
+
+def test_scalars_as_mxnet_parses_them():
+    """MXNet parses operator arguments with dmlc's ParseFloat, not correctly rounded: the
+    float32 it uses is not always np.float32(value). _mxnet_scalars reproduces it."""
+    from gluon_sparse.optimizer._mxnet_scalars import param_float, scalar_float32
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.random(1500) * 0.1, 10.0 ** rng.uniform(-20, 20, 1500)])
+    zero, minus_one = mx.nd.zeros(1), mx.nd.array([-1.0])
+    # sgd_update(w=0, grad=-1) returns its float parameter lr; 1 * x returns the scalar.
+    parsed = np.array([mx.nd.sgd_update(zero, minus_one, lr=v).asnumpy()[0] for v in values])
+    np.testing.assert_array_equal(parsed, [param_float(v) for v in values])
+    assert (parsed != values.astype(np.float32)).sum() > 50  # the parse is not strtof's
+    scaled = np.array([(mx.nd.ones(1) * v).asnumpy()[0] for v in values[::5]])
+    np.testing.assert_array_equal(scaled, [scalar_float32(v) for v in values[::5]])

@@ -15,6 +15,7 @@ shrinks by ``weight * wd * lr`` at every step.
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
+from ._mxnet_scalars import param_float, scalar_float32
 
 __all__ = ["SparseAdaGrad"]
 
@@ -41,14 +42,18 @@ class AdaGradRule(Rule):
     fixed_names = ("epsilon",)
     step_names = ("lr", "wd", "clip_gradient")
 
+    # The dense path's scalars as its ops use them (see _mxnet_scalars): eps, wd
+    # and -lr are scalar-op operands (a double cast to float32), clip_gradient
+    # the float bounds of `clip`.
     def fixed(self, optimizer):
-        return {"epsilon": optimizer.float_stable_eps}
+        return {"epsilon": scalar_float32(optimizer.float_stable_eps)}
 
     def step(self, optimizer, index):
         # The dense path clips whenever clip_gradient is not None (0 clips to 0).
         clip = optimizer.clip_gradient
-        return {"lr": float(optimizer._get_lr(index)), "wd": float(optimizer._get_wd(index)),
-                "clip_gradient": -1.0 if clip is None else float(clip)}
+        return {"lr": scalar_float32(optimizer._get_lr(index)),
+                "wd": scalar_float32(optimizer._get_wd(index)),
+                "clip_gradient": -1.0 if clip is None else param_float(clip)}
 
 
 ADAGRAD = AdaGradRule()

@@ -15,6 +15,7 @@ first missed step, then the last.
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
+from ._mxnet_scalars import param_float
 from .sparse_adagrad import states_in_weight_dtype
 
 __all__ = ["SparseFtrl"]
@@ -28,13 +29,16 @@ class FtrlRule(Rule):
     fixed_names = ("lamda1", "beta")
     step_names = ("lr", "wd", "clip_gradient")
 
+    # FtrlParam's float fields hold what MXNet's parser makes of str(value),
+    # not always the nearest float32 (see _mxnet_scalars).
     def fixed(self, optimizer):
-        return {"lamda1": optimizer.lamda1, "beta": optimizer.beta}
+        return {"lamda1": param_float(optimizer.lamda1), "beta": param_float(optimizer.beta)}
 
     def step(self, optimizer, index):
         # mx.optimizer.Ftrl passes clip_gradient only when truthy and the kernel
         # clips when it is >= 0: 0 and negative values mean no clipping.
-        return self.lr_wd_clip(optimizer, index)
+        return {name: param_float(value)
+                for name, value in self.lr_wd_clip(optimizer, index).items()}
 
 
 FTRL = FtrlRule()
