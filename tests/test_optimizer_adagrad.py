@@ -92,6 +92,15 @@ def test_wd0_lazy_equals_standard(kwargs):
     np.testing.assert_array_equal(lazy[0][never], init[never])
 
 
+@pytest.mark.parametrize("deferred", [False, True])
+def test_eps_zero_follows_mxnet(deferred):
+    """eps = 0: MXNet's dense update computes 0 / sqrt(0) = NaN for every row that never
+    had a gradient; the replay must not skip those steps as no-ops."""
+    got, want = _runs(dict(eps=0.0), "float32", deferred, gap_schedule(40, 30, seed=10))
+    assert_bitwise(got, want)
+    assert np.isnan(got[0][-8:]).all() and np.isfinite(got[0][0]).all()
+
+
 def test_never_touched_rows_decay_with_wd():
     """Rows without gradient: history stays 0, w += (0 + w * wd) * -lr every step (NumPy)."""
     init, dtype, wd = _init(40, 3, "float32"), "float32", 0.03

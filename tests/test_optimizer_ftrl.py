@@ -53,6 +53,29 @@ def test_lr_schedule_and_long_gaps_bitwise(kwargs, deferred):
              gap_schedule(40, 400, seed=2))
 
 
+class _ListSchedule:
+    """lr per update from a list (MXNet calls lr_scheduler(num_update))."""
+
+    def __init__(self, lrs):
+        self.lrs, self.base_lr = list(lrs), lrs[0]
+
+    def __call__(self, num_update):
+        return self.lrs[min(num_update, len(self.lrs)) - 1]
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("odd_lr", [0.0, 1e-30, 3e30])
+def test_degenerate_lr_follows_mxnet(odd_lr, deferred):
+    """An lr of 0 turns z into NaN (0/0) and a huge or tiny one overflows w: the
+    O(1) catch-up must then give way to the step-by-step replay, NaNs and all."""
+    lrs = [0.1] * 100
+    lrs[57] = odd_lr
+    kwargs = dict(wd=0.01, lr_scheduler=_ListSchedule(lrs))
+    net, _ = _compare(kwargs, "float32", deferred, gap_schedule(40, 100, seed=6))
+    if odd_lr == 0.0:  # MXNet's FTRL divides by lr: every z, hence every weight, is NaN
+        assert np.isnan(net.weight.data().asnumpy()).all()
+
+
 def test_never_touched_rows_become_zero_lazy_keeps_them():
     """The first standard step sets rows without z to 0; MXNet's lazy FTRL (row_sparse
     weight and states) leaves them at their initial value."""
