@@ -8,10 +8,17 @@ weights or states comes from the update alone. ``x`` has one entry per row
 touched by the step, so the caller chooses which rows move and for how long
 rows stay absent.
 """
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+import gluon_sparse
 import gluon_sparse.optimizer as gs_optimizer
 from gluon_sparse.nn import FullyConnectedSparse
 
@@ -130,3 +137,63 @@ def run(optimizer, reference, init, dtype, plan, seed=0):
         if reference is not None:
             reference.step(grad)
     return net, trainer
+
+
+# ------------------------------------------------------- replay_row hooks, host C++
+def build_replay_harness(out_dir):
+    """tests/rule_replay_harness.cc compiled against the rule headers; None without a compiler.
+
+    Built like the operator library (no -march: no fused multiply-adds on x86-64).
+    """
+    cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+    if cxx is None:
+        return None
+    ops = Path(gluon_sparse.__file__).parent / "csrc" / "ops"
+    out = Path(out_dir) / "rule_replay_harness.so"
+    built = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-I", str(ops),
+                            str(Path(__file__).with_name("rule_replay_harness.cc")), "-o",
+                            str(out)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return ctypes.CDLL(str(out))
+
+
+def _replay(lib, rule, weight, states, history, fixed, start, end, hook):
+    suffix = "f32" if weight.dtype == np.float32 else "f64"
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    return getattr(lib, "%s_replay_%s" % (rule, suffix))(
+        ctypes.c_int64(weight.size), ptr(weight), ptr(states), ptr(history),
+        ptr(np.asarray(fixed, np.float32)), ctypes.c_int64(start), ctypes.c_int64(end),
+        ctypes.c_int(hook))
+
+
+def check_replay_hook(lib, rule, cases):
+    """Every case replayed by the rule's replay_row hook equals the step-by-step replay
+    bitwise, and a refused case is left untouched. Returns how many the hook took.
+
+    ``cases`` yields (weight row, states (k, cols), history (steps, kNumStep) float32,
+    fixed scalars, from, to).
+    """
+    taken = 0
+    for weight, states, history, fixed, start, end in cases:
+        want_w, want_s = weight.copy(), states.copy()
+        _replay(lib, rule, want_w, want_s, history, fixed, start, end, 0)
+        got_w, got_s = weight.copy(), states.copy()
+        took = _replay(lib, rule, got_w, got_s, history, fixed, start, end, 1)
+        if took:
+            taken += 1
+            assert_bitwise([got_w, got_s], [want_w, want_s], "%s replay %d..%d" % (rule, start, end))
+        else:
+            assert_bitwise([got_w, got_s], [weight, states], "%s refused replay" % rule)
+    return taken
+
+
+def odd_history(rng, steps, odd_lrs, odd_wds):
+    """A (steps + 1, 3) record array lr, wd, clip_gradient (-1): decaying lrs, wd mostly 0,
+    and now and then one odd lr or wd (record 0 is unused, as in the framework)."""
+    lrs = rng.choice([0.1, 0.05, 1e-3, 2.0], steps + 1) * (rng.random(steps + 1) ** 2 + 0.01)
+    wds = rng.choice([0.0, 0.0, 0.01, 0.1], steps + 1)
+    if rng.random() < 0.3:
+        lrs[rng.integers(1, steps + 1)] = rng.choice(odd_lrs)
+    if rng.random() < 0.2:
+        wds[rng.integers(1, steps + 1)] = rng.choice(odd_wds)
+    return np.stack([lrs, wds, np.full(steps + 1, -1.0)], 1).astype(np.float32)

@@ -12,8 +12,9 @@ from mxnet import gluon
 
 import gluon_sparse.optimizer
 from gluon_sparse.optimizer import SparseAdaGrad
-from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, gap_schedule,
-                                 make_net, run, train_step, trained_arrays)
+from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
+                                 check_replay_hook, gap_schedule, make_net, odd_history, run,
+                                 train_step, trained_arrays)
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_adagrad (which only has wd = 0;
 # wd > 0 added: the case MXNet's row_sparse adagrad_update rejects).
@@ -162,3 +163,35 @@ def test_registry_trainer_by_name_and_bad_arguments():
         SparseAdaGrad(clip_gradient=-1.0)
     with pytest.raises(ValueError, match="lazy_update"):
         SparseAdaGrad(deferred=True, lazy_update=True)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    lib = build_replay_harness(tmp_path_factory.mktemp("adagrad_harness"))
+    if lib is None:
+        pytest.skip("no C++ compiler to build tests/rule_replay_harness.cc")
+    return lib
+
+
+def _replay_cases(rng, count):
+    for trial in range(count):
+        dtype, cols = (np.float32, np.float64)[trial % 2], 5
+        steps = int(rng.integers(2, 40))
+        history = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, -0.0], [-0.1, np.inf, np.nan])
+        if trial % 3:
+            history[:, 1] = 0.0  # wd = 0 throughout: the case the hook is for
+        weight = rng.standard_normal(cols).astype(dtype)
+        hist = np.abs(rng.standard_normal(cols)) * (trial % 4 != 0)
+        if trial % 7 == 0:
+            weight[0], hist[1] = rng.choice([np.inf, np.nan, -0.0]), rng.choice([-0.0, np.nan])
+        start = int(rng.integers(0, steps))
+        yield (weight, hist[None].astype(dtype), history, [(1e-7, 1e-8, 0.0)[trial % 3]], start,
+               int(rng.integers(start, steps + 1)))
+
+
+def test_replay_hook_equals_step_by_step(harness):
+    """AdaGradRule::replay_row (nothing moves over steps with wd = 0) is bitwise the replay
+    of every step, and refuses where a step would move something (wd != 0, lr <= 0 or not
+    finite, eps = 0 with history 0, a -0 or NaN history, a weight that is not finite)."""
+    taken = check_replay_hook(harness, "adagrad", _replay_cases(np.random.default_rng(0), 4000))
+    assert taken > 1000

@@ -9,8 +9,9 @@ from mxnet import gluon
 
 import gluon_sparse.optimizer
 from gluon_sparse.optimizer import SparseFtrl
-from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, gap_schedule,
-                                 make_net, run, state_arrays, train_step, trained_arrays)
+from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
+                                 check_replay_hook, gap_schedule, make_net, odd_history, run,
+                                 state_arrays, train_step, trained_arrays)
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_ftrl.
 MXNET_GRID = [{}, {"clip_gradient": 0.5}, {"clip_gradient": 0.4, "rescale_grad": 0.14},
@@ -171,3 +172,40 @@ def test_scalars_as_mxnet_parses_them():
     assert (parsed != values.astype(np.float32)).sum() > 50  # the parse is not strtof's
     scaled = np.array([(mx.nd.ones(1) * v).asnumpy()[0] for v in values[::5]])
     np.testing.assert_array_equal(scaled, [scalar_float32(v) for v in values[::5]])
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    lib = build_replay_harness(tmp_path_factory.mktemp("ftrl_harness"))
+    if lib is None:
+        pytest.skip("no C++ compiler to build tests/rule_replay_harness.cc")
+    return lib
+
+
+def _replay_cases(rng, count):
+    """Rows of every kind (fresh, trained, odd values) over histories with odd scalars."""
+    fixeds = [[0.01, 1.0], [0.0, 0.3], [1.0, 1.0], [0.01, 0.0]]
+    for trial in range(count):
+        dtype, kind, cols = (np.float32, np.float64)[trial % 2], trial % 4, 5
+        steps = int(rng.integers(2, 40))
+        history = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, 1e-38, -0.0, 3e38],
+                              [-0.1, np.inf, np.nan])
+        weight = (rng.standard_normal(cols) * rng.choice([1, 1e-3, 1e30], cols)).astype(dtype)
+        z, n = np.zeros(cols), np.zeros(cols)
+        if kind >= 1:
+            z = rng.standard_normal(cols) * 3
+        if kind >= 2:
+            n = np.abs(rng.standard_normal(cols)) * 4
+        if kind == 3:
+            weight[0] = rng.choice([np.inf, np.nan, -0.0])
+            z[1], n[2] = rng.choice([-0.0, np.nan, 1e38]), rng.choice([-0.0, np.inf])
+        start = int(rng.integers(0, steps))
+        yield (weight, np.stack([z, n]).astype(dtype), history, fixeds[trial % 4], start,
+               int(rng.integers(start, steps + 1)))
+
+
+def test_replay_hook_equals_step_by_step(harness):
+    """FtrlRule::replay_row (first missed step, then the last) is bitwise the replay of every
+    step, including rows and histories where it must refuse (non-finite z, n or w, lr <= 0)."""
+    taken = check_replay_hook(harness, "ftrl", _replay_cases(np.random.default_rng(0), 4000))
+    assert taken > 1200  # the O(1) form is the common case
