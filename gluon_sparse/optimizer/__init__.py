@@ -1,11 +1,17 @@
 """Optimizers for very wide models with row_sparse gradients.
 
 Importing this package registers every optimizer in MXNet's registry, so that
-``mx.optimizer.create('sparseadam')``, ``gluon.Trainer(params, 'sparseadam')``
-and ``Module.init_optimizer(optimizer='sparseadam')`` find them.
+``mx.optimizer.create('sparseadam')``, ``gluon.Trainer(params, 'sparsesgd')``
+and ``Module.init_optimizer(optimizer='sparseadam')`` find them. Every one
+takes ``deferred=True`` (exact deferred updates, :mod:`._family`);
+:func:`supports_deferred` tells whether a registered name does.
 """
 from . import deferred
+from ._family import Rule, SparseRuleMixin, family_names, supports_deferred
 from .deferred import flush
 from .sparse_adam import SparseAdam
+from .sparse_nag import SparseNAG
+from .sparse_sgd import SparseSGD
 
-__all__ = ["SparseAdam", "flush", "deferred"]
+__all__ = ["Rule", "SparseAdam", "SparseNAG", "SparseRuleMixin", "SparseSGD", "deferred",
+           "family_names", "flush", "supports_deferred"]

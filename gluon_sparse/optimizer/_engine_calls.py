@@ -1,6 +1,6 @@
 """Run a Python function in MXNet's engine order, without waiting for it.
 
-The operator library's registry (csrc/ops/adam_deferred_registry.h) hands raw
+The operator library's registry (csrc/ops/deferred_registry.h) hands raw
 pointers of a deferred state's arrays to the forward passes, outside the
 engine's view of dependencies. Changing them (a grown history, an
 unregistered weight) must therefore happen after the forward passes already

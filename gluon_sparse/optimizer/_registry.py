@@ -1,24 +1,29 @@
-"""Registration of deferred Adam states in the operator library's registry.
+"""Registration of deferred optimizer states in the operator library's registry.
 
 The sparse blocks' product operator brings the rows of a batch up to date
 inside the graph: it looks the weight up, by the address of its data, in a
-registry kept by the operator library (``csrc/ops/adam_deferred_registry.h``)
+registry kept by the operator library (``csrc/ops/deferred_registry.h``)
 and reads the state's arrays through the raw pointers registered there. This
 module is the Python side of that registry:
 
 * the registry's C functions, loaded through ctypes from the library MXNet
   loaded (:func:`library`), and the data addresses they take
   (:func:`data_pointer`, :func:`array_pointer`);
-* :class:`RegisteredState`, the base of
-  :class:`~gluon_sparse.optimizer.deferred.DeferredAdamState`: binding a state
+* :class:`RegisteredState`, the base of every deferred state
+  (:class:`~gluon_sparse.optimizer.deferred.DeferredAdamState`,
+  :class:`~gluon_sparse.optimizer._family_state.DeferredRuleState`): binding a state
   to its weight (register, re-register when the weight moved, unregister with
   a flush when the state is dropped) and growing its history, with every
   change to the registry queued in MXNet's engine order
   (:mod:`gluon_sparse.optimizer._engine_calls`);
 * the zeroed arrays a state starts with (:func:`lazy_zeros`, :func:`zeros`).
 
-The Adam side (the state's arrays, the update, the optimizer-facing
-functions) is in :mod:`gluon_sparse.optimizer.deferred`.
+The registry entry says who owns the weight: deferred Adam (registered with
+``gluon_sparse_deferred_register``) or a rule of the family, by its name
+(``gluon_sparse_deferred_register_rule``); the product operator only asks it
+to bring rows up to date. The optimizer sides are
+:mod:`gluon_sparse.optimizer.deferred` (Adam) and
+:mod:`gluon_sparse.optimizer._family_state` (every rule).
 """
 import ctypes
 import functools
@@ -33,7 +38,7 @@ from .. import _native
 from . import _engine_calls, _parameter_hooks
 
 __all__ = ["DTYPE_CODES", "library", "data_pointer", "array_pointer", "lazy_zeros", "zeros",
-           "flush_rows", "registered_count", "RegisteredState"]
+           "flush_rows", "registered_count", "weight_geometry", "RegisteredState"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +61,10 @@ def library():
         lib.gluon_sparse_deferred_register.argtypes = [
             ptr, ctypes.c_uint64, ptr, ptr, ptr, ptr, i64, i64, i64, ctypes.c_int, ctypes.c_int,
             f32, f32, f32, i64]
+        lib.gluon_sparse_deferred_register_rule.argtypes = [
+            ptr, ctypes.c_uint64, ctypes.c_char_p, ctypes.POINTER(ptr), ctypes.c_int, ptr, ptr,
+            i64, ctypes.c_int, ctypes.POINTER(f32), ctypes.c_int, i64, i64, ctypes.c_int,
+            ctypes.c_int, i64]
         lib.gluon_sparse_deferred_set_history.argtypes = [ptr, ctypes.c_uint64, ptr, i64]
         lib.gluon_sparse_deferred_unregister.argtypes = [ptr, ctypes.c_uint64]
         lib.gluon_sparse_deferred_step.argtypes = [ptr]
@@ -116,10 +125,16 @@ def flush_rows(state):
     if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
         return
     with mx.autograd.pause():
-        mx.nd.gluon_sparse_adam_deferred_flush(
-            weight, state["mean"], state["var"], state["last_step"], state["history"],
-            out=weight, step=state["step"], beta1=state["beta1"], beta2=state["beta2"],
-            epsilon=state["epsilon"])
+        rule = state.get("rule")
+        if rule is None:  # deferred Adam
+            mx.nd.gluon_sparse_adam_deferred_flush(
+                weight, state["mean"], state["var"], state["last_step"], state["history"],
+                out=weight, step=state["step"], beta1=state["beta1"], beta2=state["beta2"],
+                epsilon=state["epsilon"])
+        else:
+            flush_op = getattr(mx.nd, "gluon_sparse_%s_deferred_flush" % rule)
+            flush_op(weight, *state["states"], state["last_step"], state["history"], out=weight,
+                     step=state["step"], **state["fixed"])
     state["_synced_step"] = state["step"]
 
 
@@ -129,7 +144,7 @@ def _swap_history(pointer, owner, grown, old, capacity):
     status = library().gluon_sparse_deferred_set_history(pointer, owner, array_pointer(grown),
                                                          capacity)
     if status != 0:
-        logger.error("deferred Adam: could not re-register a grown history (code %d)", status)
+        logger.error("deferred update: could not re-register a grown history (code %d)", status)
 
 
 def _unregister(pointer, owner, state):
@@ -167,11 +182,24 @@ def registered_count():
 class RegisteredState(_parameter_hooks.DeferredState):
     """A deferred state that the operator library's registry knows while it is bound.
 
-    The subclass holds the arrays the registry points at (``mean``, ``var``,
-    ``last_step``, ``history``) and the scalars ``step``, ``_synced_step``,
-    ``beta1``, ``beta2`` and ``epsilon``, and calls :meth:`_unbind_state`
-    before its first :meth:`bind`.
+    The subclass holds the arrays the registry points at (its states,
+    ``last_step``, ``history``) and the scalars ``step`` and ``_synced_step``,
+    calls :meth:`_unbind_state` before its first :meth:`bind`, and implements
+    :meth:`_array_names` (the attributes holding its arrays, moved with the
+    weight to its device), :meth:`_weight_spec` and :meth:`_register`.
     """
+
+    def _array_names(self):
+        """Names of the attributes that hold NDArrays (moved to the weight's device)."""
+        raise NotImplementedError
+
+    def _weight_spec(self):
+        """``(shape, numpy dtype)`` of the weight this state was made for."""
+        raise NotImplementedError
+
+    def _register(self, pointer, owner, weight):
+        """Register the arrays for the weight at ``pointer``; returns the C status (0: done)."""
+        raise NotImplementedError
 
     def _unbind_state(self):
         self._weight = None
@@ -200,24 +228,24 @@ class RegisteredState(_parameter_hooks.DeferredState):
             _parameter_hooks.track(weight, self)
             return
         self.unbind()
-        if weight.shape != self.mean.shape or np.dtype(weight.dtype) != self.mean.dtype:
-            raise ValueError("deferred Adam state of shape %s (%s) cannot update a weight of "
-                             "shape %s (%s)" % (self.mean.shape, self.mean.dtype, weight.shape,
-                                               np.dtype(weight.dtype)))
-        if weight.context != self.mean.context:
+        shape, dtype = self._weight_spec()
+        if tuple(weight.shape) != tuple(shape) or np.dtype(weight.dtype) != dtype:
+            raise ValueError("deferred optimizer state of shape %s (%s) cannot update a weight "
+                             "of shape %s (%s)" % (tuple(shape), dtype, weight.shape,
+                                                  np.dtype(weight.dtype)))
+        if weight.context != self.last_step.context:
             # A state loaded from Trainer.save_states comes back on its saved device.
-            for name in ("mean", "var", "last_step", "history"):
-                setattr(self, name, getattr(self, name).as_in_context(weight.context))
+            for name in self._array_names():
+                value = getattr(self, name)
+                if isinstance(value, list):
+                    setattr(self, name, [a.as_in_context(weight.context) for a in value])
+                else:
+                    setattr(self, name, value.as_in_context(weight.context))
         owner = next(_owner_ids)
-        status = library().gluon_sparse_deferred_register(
-            pointer, owner, data_pointer(self.mean), data_pointer(self.var),
-            data_pointer(self.last_step), data_pointer(self.history), self.history.shape[0],
-            weight.shape[0], int(np.prod(weight.shape[1:], dtype=np.int64)),
-            DTYPE_CODES[np.dtype(weight.dtype)], 2 if weight.context.device_type == "gpu" else 1,
-            self.beta1, self.beta2, self.epsilon, self.step)
+        status = self._register(pointer, owner, weight)
         if status != 0:
-            raise RuntimeError("could not register the deferred Adam state of a weight of shape "
-                               "%s (code %d)" % (weight.shape, status))
+            raise RuntimeError("could not register the deferred optimizer state of a weight of "
+                               "shape %s (code %d)" % (weight.shape, status))
         self._weight, self._pointer, self._owner = weight, pointer, owner
         # The finalizer holds the state's attributes (its arrays) until the
         # registry has forgotten them, and flushes the weight if the state is
@@ -246,7 +274,7 @@ class RegisteredState(_parameter_hooks.DeferredState):
         while capacity <= needed:
             capacity *= 2
         old = self.history
-        grown = mx.nd.zeros((capacity, 3), ctx=old.context, dtype=np.float32)
+        grown = mx.nd.zeros((capacity, old.shape[1]), ctx=old.context, dtype=np.float32)
         grown[:old.shape[0]] = old  # queued after the updates that wrote `old`
         if self._pointer is not None:
             # Forward passes already queued read `old` through the registry: the
@@ -257,4 +285,10 @@ class RegisteredState(_parameter_hooks.DeferredState):
                                self._weight.context, [self._weight, grown],
                                "gluon_sparse_deferred_grow_history")
         self.history = grown
-        logger.debug("deferred Adam history grown to %d steps", capacity)
+        logger.debug("deferred update history grown to %d steps", capacity)
+
+
+def weight_geometry(weight):
+    """``(num_rows, cols, dtype code, device code)`` of a weight, as the registry takes them."""
+    return (weight.shape[0], int(np.prod(weight.shape[1:], dtype=np.int64)),
+            DTYPE_CODES[np.dtype(weight.dtype)], 2 if weight.context.device_type == "gpu" else 1)

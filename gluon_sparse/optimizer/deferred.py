@@ -54,7 +54,7 @@ from . import _parameter_hooks, _registry
 from ._registry import RegisteredState, registered_count
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
-           "registered_count"]
+           "registered_count", "remember_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,21 @@ class DeferredAdamState(RegisteredState):
         self._started = False
         self._unbind_state()
         self.bind(weight)
+
+    # ------------------------------------------------------- registry binding
+    def _array_names(self):
+        return ("mean", "var", "last_step", "history")
+
+    def _weight_spec(self):
+        return self.mean.shape, np.dtype(self.mean.dtype)
+
+    def _register(self, pointer, owner, weight):
+        num_rows, cols, dtype, device = _registry.weight_geometry(weight)
+        return _registry.library().gluon_sparse_deferred_register(
+            pointer, owner, _registry.data_pointer(self.mean), _registry.data_pointer(self.var),
+            _registry.data_pointer(self.last_step), _registry.data_pointer(self.history),
+            self.history.shape[0], num_rows, cols, dtype, device, self.beta1, self.beta2,
+            self.epsilon, self.step)
 
     # ------------------------------------------------------------------ steps
     def update(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient, catch_up=False):
@@ -248,7 +263,7 @@ def create_state(optimizer, index, weight):
     lazy_zeros = optimizer._get_wd(index) == 0
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
                               lazy_zeros=lazy_zeros)
-    _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
+    remember_state(optimizer, state)
     return state
 
 
@@ -290,7 +305,7 @@ def update(optimizer, index, weight, grad, state):
     wd = optimizer._get_wd(index)
     t = optimizer._index_update_count[index]
     lr *= math.sqrt(1. - optimizer.beta2 ** t) / (1. - optimizer.beta1 ** t)
-    _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
+    remember_state(optimizer, state)
     param = _parameter_of(optimizer, index)
     several_devices = False
     if param is not None:
@@ -300,14 +315,19 @@ def update(optimizer, index, weight, grad, state):
     state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
 
 
+def remember_state(optimizer, state):
+    """Record that ``optimizer`` made the deferred ``state`` (for :func:`flush` of the optimizer)."""
+    _states_by_optimizer.setdefault(optimizer, weakref.WeakSet()).add(state)
+
+
 def _states_of(obj):
-    """The deferred states reachable from a Trainer, optimizer, Parameter(s) or state."""
-    if isinstance(obj, DeferredAdamState):
+    """The deferred states (of any optimizer of the family) reachable from ``obj``."""
+    if isinstance(obj, RegisteredState):
         return [obj]
     if isinstance(obj, mx.gluon.Trainer):
         states = []
         for updater in obj._updaters:
-            states += [s for s in updater.states.values() if isinstance(s, DeferredAdamState)]
+            states += [s for s in updater.states.values() if isinstance(s, RegisteredState)]
         return states
     if isinstance(obj, mx.optimizer.Optimizer):
         return list(_states_by_optimizer.get(obj, ()))
@@ -325,7 +345,10 @@ def _states_of(obj):
 
 
 def flush(obj):
-    """Bring every deferred row up to date, so that the weights equal standard Adam's.
+    """Bring every deferred row up to date, so that the weights equal the eager optimizer's.
+
+    Works for every deferred optimizer of the family (``SparseAdam``,
+    ``SparseSGD``, ... with ``deferred=True``).
 
     Done automatically whenever Gluon reads a weight outside a forward pass or
     a training step (``param.data()``, ``save_parameters``, ``export``,
@@ -336,7 +359,7 @@ def flush(obj):
 
     Parameters
     ----------
-    obj : Trainer, Optimizer, Parameter, ParameterDict, iterable of Parameters, or DeferredAdamState
+    obj : Trainer, Optimizer, Parameter, ParameterDict, iterable of Parameters, or a deferred state
         What to flush: all deferred weights of a Trainer or optimizer, or the given parameters.
     """
     for state in _states_of(obj):
@@ -344,7 +367,7 @@ def flush(obj):
 
 
 def state_bytes(obj):
-    """Bytes the deferral adds to standard Adam's state (``last_step`` and history).
+    """Bytes the deferral adds to the eager optimizer's state (``last_step`` and history).
 
     Parameters
     ----------

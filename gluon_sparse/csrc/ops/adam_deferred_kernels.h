@@ -56,15 +56,7 @@ GS_HOST_DEVICE AdamScalars<T> step_scalars(const StepRecord& r, const FixedScala
   return make_scalars<T>(r.lr, f.beta1, f.beta2, f.epsilon, r.wd, 1.0f, r.clip_gradient);
 }
 
-/*! \brief Whether x is +0 (not -0), the only zero a fixed point may hold. */
-template <typename T>
-GS_HOST_DEVICE bool is_positive_zero(T x) {
-#if defined(__CUDA_ARCH__)
-  return x == T(0) && !signbit(x);
-#else
-  return x == T(0) && !std::signbit(x);
-#endif
-}
+using ops::is_positive_zero;
 
 /*! \brief Whether the row's mean and var are all +0 (the fixed point of steps with wd == 0). */
 template <typename T>

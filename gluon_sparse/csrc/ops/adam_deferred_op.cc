@@ -17,7 +17,7 @@
  * missed (adam_deferred_kernels.h), with the eager operator's arithmetic, so
  * results are bitwise equal to gluon_sparse_adam_update's:
  *   - by the product operators, for exactly the rows a batch reads (the
- *     registry, adam_deferred_registry.h),
+ *     registry, deferred_registry.h),
  *   - by gluon_sparse_adam_deferred_flush, for every row, before the weights are saved
  *     or handed out.
  *
@@ -36,7 +36,7 @@
  *
  * Files: this one (parameters, argument checks, attributes, registration),
  * adam_deferred_op_cpu.cc and adam_deferred_op_gpu.cc (compute), the replay in
- * adam_deferred_kernels.h / .cu, the row refresh in adam_deferred_registry.cc.
+ * adam_deferred_kernels.h / .cu, the row refresh in deferred_registry.cc.
  */
 #include <cmath>
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "adam_deferred_op.h"
-#include "adam_deferred_registry.h"
+#include "deferred_registry.h"
 #include "omp_threads.h"
 #include "row_index_errors.h"
 

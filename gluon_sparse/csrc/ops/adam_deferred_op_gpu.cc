@@ -8,7 +8,7 @@
 
 #include "adam_deferred_kernels_cuda.h"
 #include "adam_deferred_op.h"
-#include "adam_deferred_registry.h"
+#include "deferred_registry.h"
 #include "adam_kernels_cuda.h"
 #include "row_index_errors.h"
 

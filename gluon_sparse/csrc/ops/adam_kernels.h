@@ -37,14 +37,20 @@
 #define GS_HOST_SIMD 1
 #endif
 
-#if defined(__CUDACC__)
-#define GS_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define GS_HOST_DEVICE inline
-#endif
+#include "optim_rule.h"  // GS_HOST_DEVICE and the exact arithmetic, shared with every rule
 
 namespace gluon_sparse {
 namespace adam {
+
+// The family's never-fused arithmetic (optim_rule.h), so Adam and every rule round alike.
+using ops::add;
+using ops::clip;
+using ops::div;
+using ops::first_invalid_index;
+using ops::lower_bound;
+using ops::mul;
+using ops::sqrt_rn;
+using ops::sub;
 
 /*! \brief The scalars of one Adam step, in the weight's precision. */
 template <typename T>
@@ -83,27 +89,6 @@ GS_HOST_DEVICE AdamScalars<T> make_scalars(float lr, float beta1, float beta2, f
   return s;
 }
 
-// Correctly rounded, never-fused arithmetic (see the file comment).
-#if defined(__CUDA_ARCH__)
-GS_HOST_DEVICE float mul(float a, float b) { return __fmul_rn(a, b); }
-GS_HOST_DEVICE float add(float a, float b) { return __fadd_rn(a, b); }
-GS_HOST_DEVICE float sub(float a, float b) { return __fsub_rn(a, b); }
-GS_HOST_DEVICE float div(float a, float b) { return __fdiv_rn(a, b); }
-GS_HOST_DEVICE float sqrt_rn(float a) { return __fsqrt_rn(a); }
-GS_HOST_DEVICE double mul(double a, double b) { return __dmul_rn(a, b); }
-GS_HOST_DEVICE double add(double a, double b) { return __dadd_rn(a, b); }
-GS_HOST_DEVICE double sub(double a, double b) { return __dsub_rn(a, b); }
-GS_HOST_DEVICE double div(double a, double b) { return __ddiv_rn(a, b); }
-GS_HOST_DEVICE double sqrt_rn(double a) { return __dsqrt_rn(a); }
-#else
-template <typename T> GS_HOST_DEVICE T mul(T a, T b) { return a * b; }
-template <typename T> GS_HOST_DEVICE T add(T a, T b) { return a + b; }
-template <typename T> GS_HOST_DEVICE T sub(T a, T b) { return a - b; }
-template <typename T> GS_HOST_DEVICE T div(T a, T b) { return a / b; }
-GS_HOST_DEVICE float sqrt_rn(float a) { return __builtin_sqrtf(a); }
-GS_HOST_DEVICE double sqrt_rn(double a) { return __builtin_sqrt(a); }
-#endif
-
 #if GS_HOST_SIMD
 // 16-byte vectors for the host rows (see "Host rows" below); declared before
 // `apply` so that its unqualified sqrt_rn finds them.
@@ -123,12 +108,6 @@ GS_HOST_DEVICE T rescaled_grad(T grad, T weight, const AdamScalars<T>& s) {
 template <typename T>
 GS_HOST_DEVICE T decay_grad(T weight, const AdamScalars<T>& s) {
   return mul(weight, s.wd);
-}
-
-/*! \brief clip(x, bound) as mshadow_op::clip: NaN passes through. */
-template <typename T>
-GS_HOST_DEVICE T clip(T x, T bound) {
-  return x > bound ? bound : (x < -bound ? -bound : x);
 }
 
 /*!
@@ -227,37 +206,6 @@ GS_HOST_DEVICE void update_row_without_grad(int64_t cols, T* __restrict__ weight
   }
 }
 #endif  // GS_HOST_SIMD
-
-/*!
- * \brief First position in sorted `indices[0, n)` whose value is >= row.
- *
- * Used by the CPU kernel once per thread (to start its walk) and by the CUDA
- * kernel once per row touched.
- */
-GS_HOST_DEVICE int64_t lower_bound(const int64_t* indices, int64_t n, int64_t row) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (indices[mid] < row) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
-/*!
- * \brief Position of the first index that breaks "0 <= idx < num_rows, strictly
- *        increasing", or n when all are valid.
- */
-inline int64_t first_invalid_index(const int64_t* indices, int64_t n, int64_t num_rows) {
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t row = indices[k];
-    if (row < 0 || row >= num_rows || (k > 0 && row <= indices[k - 1])) return k;
-  }
-  return n;
-}
 
 }  // namespace adam
 }  // namespace gluon_sparse

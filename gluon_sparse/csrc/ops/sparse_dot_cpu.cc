@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "adam_deferred_registry.h"
+#include "deferred_registry.h"
 #include "omp_threads.h"
 #include "sparse_dot_op.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "adam_deferred_registry.h"
+#include "deferred_registry.h"
 #include "sparse_dot.h"
 #include "sparse_dot_op.h"
 

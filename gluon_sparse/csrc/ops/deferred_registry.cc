@@ -1,9 +1,11 @@
 /*!
- * The registry of deferred-Adam weights (see adam_deferred_registry.h), the
- * row refresh that the product operators call, and the C functions through
- * which Python registers and unregisters weights.
+ * The registry of deferred weights (see deferred_registry.h), the row
+ * refresh that the product operators call, and the C functions through which
+ * Python registers and unregisters weights. An entry's `kind` says who owns
+ * the weight: deferred Adam (its own optimised replay, adam_deferred_kernels.h)
+ * or a rule of GLUON_SPARSE_OPTIM_RULES (the generic replay, optim_rows.h).
  */
-#include "adam_deferred_registry.h"
+#include "deferred_registry.h"
 
 #include <omp.h>
 
@@ -16,8 +18,11 @@
 
 #include "adam_deferred_kernels.h"
 #include "omp_threads.h"
+#include "optim_catch_up.h"
+#include "optim_rules.h"
 #if GLUON_SPARSE_WITH_CUDA
 #include "adam_deferred_kernels_cuda.h"
+#include "optim_kernels_cuda.h"
 #endif
 
 namespace gluon_sparse {
@@ -33,15 +38,21 @@ constexpr int kFloat64 = 1;
 constexpr int kCpu = 1;
 constexpr int kGpu = 2;
 
-/*! \brief One registered weight: where its state lives and the step it has reached. */
+constexpr int kAdamKind = -1;  //!< Entry::kind of deferred Adam; rules are 0, 1, ...
+
+/*! \brief One registered weight: who owns it, where its state lives, the step it has reached. */
 struct Entry {
   std::mutex mutex;  //!< serialises refreshes and guards every field below
   bool alive = true;
   uint64_t owner = 0;
-  void* mean = nullptr;
+  int kind = kAdamKind;  //!< kAdamKind, or the rule's position in GLUON_SPARSE_OPTIM_RULES
+  void* mean = nullptr;  //!< Adam's states
   void* var = nullptr;
+  void* states[optim::kMaxStates] = {};  //!< a rule's states
+  float fixed_scalars[optim::kMaxFixed] = {};  //!< a rule's fixed scalars
+  optim::ReplayHint hint;  //!< a rule's replay hint, extended as steps come
   int64_t* last_step = nullptr;
-  gd::StepRecord* history = nullptr;
+  gd::StepRecord* history = nullptr;  //!< Adam's records; a rule's is (capacity, kNumStep) floats
   int64_t capacity = 0;
   int64_t num_rows = 0;
   int64_t cols = 0;
@@ -72,11 +83,11 @@ const char* dtype_name(int dtype) { return dtype == kFloat64 ? "float64" : "floa
 bool check_call(const Entry& e, int dtype, int device, std::string* error) {
   if (dtype != e.dtype) {
     *error = std::string("the weight is ") + dtype_name(dtype) +
-             " but its deferred Adam state was registered as " + dtype_name(e.dtype);
+             " but its deferred optimizer state was registered as " + dtype_name(e.dtype);
     return false;
   }
   if (device != e.device) {
-    *error = "the weight is read on another device than its deferred Adam state lives on";
+    *error = "the weight is read on another device than its deferred optimizer state lives on";
     return false;
   }
   return true;
@@ -140,6 +151,42 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   });
 }
 
+
+// ------------------------------------------------------------------- rules
+/*! \brief Catch rows up under a rule (entry mutex held). */
+template <class Rule, typename T>
+void rule_catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
+  const float* history = reinterpret_cast<const float*>(e->history);
+  optim::extend_hint<Rule>(history, e->fixed_scalars, e->step, &e->hint);
+  optim::DeferredView view{weight, {}, e->last_step, history, e->fixed_scalars, e->num_rows,
+                           e->cols};
+  for (int k = 0; k < optim::kMaxStates; ++k) view.states[k] = e->states[k];
+  optim::catch_up_rows<Rule, T>(view, static_cast<int64_t>(rows.size()),
+                                [&](int64_t i) { return rows[i]; }, e->step, e->hint, 4);
+}
+
+/*! \brief What the registry knows of each rule of GLUON_SPARSE_OPTIM_RULES. */
+struct RuleKind {
+  const char* name;
+  int num_states, num_fixed, num_step;
+  void (*catch_up_f32)(Entry*, const std::vector<int64_t>&, float*);
+  void (*catch_up_f64)(Entry*, const std::vector<int64_t>&, double*);
+};
+
+#define GS_RULE_KIND(Rule)                                                                  \
+  {Rule::kName, Rule::kNumStates, Rule::kNumFixed, Rule::kNumStep,                          \
+   &rule_catch_up_cpu<Rule, float>, &rule_catch_up_cpu<Rule, double>},
+const RuleKind kRuleKinds[] = {GLUON_SPARSE_OPTIM_RULES(GS_RULE_KIND)};
+#undef GS_RULE_KIND
+constexpr int kNumRuleKinds = sizeof(kRuleKinds) / sizeof(kRuleKinds[0]);
+
+int rule_kind(const char* name) {
+  for (int i = 0; i < kNumRuleKinds; ++i) {
+    if (std::string(name) == kRuleKinds[i].name) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 bool refresh_rows_cpu(const void* weight, int dtype, const int64_t* cols, int64_t n,
@@ -153,12 +200,20 @@ bool refresh_rows_cpu(const void* weight, int dtype, const int64_t* cols, int64_
   if (!rows_behind(*entry, cols, n, &rows, error)) return false;
   if (rows.empty()) return true;
   // The weight is written through the pointer the forward pass received read-only:
-  // safe by the engine-ordering argument in adam_deferred_registry.h.
+  // safe by the engine-ordering argument in deferred_registry.h.
   void* data = const_cast<void*>(weight);
-  if (dtype == kFloat64) {
-    catch_up_cpu(entry.get(), rows, static_cast<double*>(data));
+  Entry* e = entry.get();
+  if (e->kind != kAdamKind) {
+    const RuleKind& rule = kRuleKinds[e->kind];
+    if (dtype == kFloat64) {
+      rule.catch_up_f64(e, rows, static_cast<double*>(data));
+    } else {
+      rule.catch_up_f32(e, rows, static_cast<float*>(data));
+    }
+  } else if (dtype == kFloat64) {
+    catch_up_cpu(e, rows, static_cast<double*>(data));
   } else {
-    catch_up_cpu(entry.get(), rows, static_cast<float*>(data));
+    catch_up_cpu(e, rows, static_cast<float*>(data));
   }
   return true;
 }
@@ -200,11 +255,26 @@ void set_step(const void* weight, int64_t step) {
   if (entry->alive) entry->step = step;
 }
 
+/*! \brief Make `entry` the registration of `weight`, retiring any previous one. */
+void install(const void* weight, std::shared_ptr<Entry> entry) {
+  std::shared_ptr<Entry> previous;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    auto& slot = registry()[weight];
+    previous.swap(slot);
+    slot = std::move(entry);
+  }
+  if (previous) {
+    std::lock_guard<std::mutex> lock(previous->mutex);
+    previous->alive = false;
+  }
+}
+
 }  // namespace deferred
 }  // namespace gluon_sparse
 
 // ------------------------------------------------------------ C functions
-// Called from gluon_sparse/optimizer/deferred.py with ctypes. Each returns 0 on
+// Called from gluon_sparse/optimizer/_registry.py with ctypes. Each returns 0 on
 // success and a negative code the Python side turns into an exception.
 
 namespace gsd = gluon_sparse::deferred;
@@ -240,17 +310,55 @@ extern "C" int gluon_sparse_deferred_register(const void* weight, uint64_t owner
   entry->device = device;
   entry->fixed = {beta1, beta2, epsilon};
   entry->step = step;
-  std::shared_ptr<gsd::Entry> previous;
-  {
-    std::lock_guard<std::mutex> lock(gsd::registry_mutex);
-    auto& slot = gsd::registry()[weight];
-    previous.swap(slot);
-    slot = entry;
+  gsd::install(weight, std::move(entry));
+  return 0;
+}
+
+/*!
+ * \brief Register (or re-register) the deferred state of the weight whose data
+ *        starts at `weight` under the rule named `rule` (its kName):
+ *        `states[0, num_states)` its state arrays, `history` its (capacity,
+ *        record_width) float32 records, `fixed[0, num_fixed)` its fixed scalars.
+ *        A previous registration of the same weight, by any owner, is replaced.
+ *
+ * \return 0; -1 on invalid arguments; -3 if no rule has that name or the
+ *         counts differ from the rule's (a library built from other rules).
+ */
+extern "C" int gluon_sparse_deferred_register_rule(
+    const void* weight, uint64_t owner, const char* rule, void* const* states, int num_states,
+    int64_t* last_step, void* history, int64_t capacity, int record_width, const float* fixed,
+    int num_fixed, int64_t num_rows, int64_t cols, int dtype, int device, int64_t step) {
+  if (weight == nullptr || rule == nullptr || last_step == nullptr || history == nullptr ||
+      capacity <= step || step < 0 || num_rows < 0 || cols < 0 || num_states < 0 ||
+      num_fixed < 0 || (num_states > 0 && states == nullptr) ||
+      (num_fixed > 0 && fixed == nullptr) || (dtype != gsd::kFloat32 && dtype != gsd::kFloat64) ||
+      (device != gsd::kCpu && device != gsd::kGpu)) {
+    return -1;
   }
-  if (previous) {
-    std::lock_guard<std::mutex> lock(previous->mutex);
-    previous->alive = false;
+  const int kind = gsd::rule_kind(rule);
+  if (kind < 0) return -3;
+  const gsd::RuleKind& info = gsd::kRuleKinds[kind];
+  if (num_states != info.num_states || num_fixed != info.num_fixed ||
+      record_width != info.num_step) {
+    return -3;
   }
+  auto entry = std::make_shared<gsd::Entry>();
+  entry->owner = owner;
+  entry->kind = kind;
+  for (int k = 0; k < num_states; ++k) {
+    if (states[k] == nullptr) return -1;
+    entry->states[k] = states[k];
+  }
+  for (int k = 0; k < num_fixed; ++k) entry->fixed_scalars[k] = fixed[k];
+  entry->last_step = last_step;
+  entry->history = static_cast<gluon_sparse::adam::deferred::StepRecord*>(history);
+  entry->capacity = capacity;
+  entry->num_rows = num_rows;
+  entry->cols = cols;
+  entry->dtype = dtype;
+  entry->device = device;
+  entry->step = step;
+  gsd::install(weight, std::move(entry));
   return 0;
 }
 

@@ -1,14 +1,18 @@
 /*!
- * Registry of the weights trained by deferred standard Adam.
+ * Registry of the weights trained by a deferred optimizer: deferred standard
+ * Adam (adam_deferred_op.cc) or any rule of the family (optim_rule.h).
  *
- * Deferred Adam (adam_deferred_op.cc) leaves the rows absent from a gradient
- * behind; a row must be brought up to date before anything reads it. The
+ * A deferred update leaves the rows absent from a gradient behind; a row must
+ * be brought up to date before anything reads it. The
  * product operators read weight rows inside the graph (also inside a
  * hybridized parent, where no Python code runs per block), so the state they
  * need lives here, in the operator library: a weight's data pointer maps to
- * its optimizer state (mean, var, last_step, history pointers) and the step
- * the weight has reached. Python fills it through the C functions below
- * (gluon_sparse/optimizer/deferred.py, via ctypes).
+ * an entry that knows which optimizer owns the weight (Adam, or a rule of
+ * GLUON_SPARSE_OPTIM_RULES by name), its state arrays, last_step, history,
+ * fixed scalars and the step the weight has reached. The product operator
+ * only asks "bring these rows up to date"; the entry's kind picks the replay.
+ * Python fills it through the C functions of deferred_registry.cc
+ * (gluon_sparse/optimizer/_registry.py, via ctypes).
  *
  * Why writing rows inside a read-only operator is safe: the update operator
  * writes the weight and mutates mean, var, last_step and history, and the
@@ -26,8 +30,8 @@
  * entry dead under its mutex, so a refresh that found it just before waits
  * for nothing and touches nothing afterwards.
  */
-#ifndef GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_
-#define GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_
+#ifndef GLUON_SPARSE_CSRC_OPS_DEFERRED_REGISTRY_H_
+#define GLUON_SPARSE_CSRC_OPS_DEFERRED_REGISTRY_H_
 
 #include <cstdint>
 #include <string>
@@ -62,4 +66,4 @@ void set_step(const void* weight, int64_t step);
 }  // namespace deferred
 }  // namespace gluon_sparse
 
-#endif  // GLUON_SPARSE_CSRC_OPS_ADAM_DEFERRED_REGISTRY_H_
+#endif  // GLUON_SPARSE_CSRC_OPS_DEFERRED_REGISTRY_H_

@@ -1,0 +1,153 @@
+/*!
+ * The framework's row loops, generic over a Rule (optim_rule.h): one row's
+ * eager step with or without gradient, and the replay of the steps a row
+ * skipped under a deferred update. Host code; the CUDA kernels
+ * (optim_kernels.cu) run the same Rule::apply one element per thread.
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_OPTIM_ROWS_H_
+#define GLUON_SPARSE_CSRC_OPS_OPTIM_ROWS_H_
+
+#include <cstdint>
+#include <type_traits>
+
+#include "optim_rule.h"
+
+namespace gluon_sparse {
+namespace optim {
+
+/*! \brief Pointers to the kNumStates state arrays (whole arrays or one row of each). */
+template <typename T>
+struct StatePtrs {
+  T* p[kMaxStates];
+  /*! \brief The same arrays advanced by `offset` elements. */
+  StatePtrs at(int64_t offset, int n) const {
+    StatePtrs r;
+    for (int k = 0; k < n; ++k) r.p[k] = p[k] + offset;
+    return r;
+  }
+};
+
+/*! \brief A rule's record width, number of states and the rest, checked at compile time. */
+template <class Rule>
+struct RuleTraits {
+  static_assert(Rule::kNumStates >= 0 && Rule::kNumStates <= kMaxStates, "too many states");
+  static_assert(Rule::kNumFixed >= 0 && Rule::kNumFixed <= kMaxFixed, "too many fixed scalars");
+  static_assert(Rule::kNumStep >= 1 && Rule::kNumStep <= kMaxStep, "1 to kMaxStep step scalars");
+  // Room for one state even when a rule has none (C++ has no empty arrays).
+  static constexpr int kStateSlots = Rule::kNumStates > 0 ? Rule::kNumStates : 1;
+};
+
+// Detects the optional `kHasReplayRow` hook.
+template <class Rule, class = void>
+struct HasReplayRow : std::false_type {};
+template <class Rule>
+struct HasReplayRow<Rule, std::enable_if_t<Rule::kHasReplayRow>> : std::true_type {};
+
+/*! \brief One step of one row: with gradient (grad = the row's gradient) or without (grad unused). */
+template <class Rule, bool kHasGrad, typename T>
+inline void step_row(int64_t cols, T* __restrict__ w, const StatePtrs<T>& states,
+                     const T* __restrict__ grad, const typename Rule::template Scalars<T>& sc) {
+  constexpr int n = Rule::kNumStates;
+  for (int64_t j = 0; j < cols; ++j) {
+    T s[RuleTraits<Rule>::kStateSlots];
+    for (int k = 0; k < n; ++k) s[k] = states.p[k][j];
+    Rule::template apply<kHasGrad, T>(kHasGrad ? grad[j] : T(0), w + j, s, sc);
+    for (int k = 0; k < n; ++k) states.p[k][j] = s[k];
+  }
+}
+
+/*! \brief A history record: the kNumStep floats of step t. */
+template <class Rule>
+GS_HOST_DEVICE const float* record(const float* history, int64_t t) {
+  return history + t * Rule::kNumStep;
+}
+
+/*!
+ * \brief Whether every state of the row is +0 and every weight finite and not
+ *        -0: the elements Rule::zero_state_is_fixed_point speaks of.
+ */
+template <class Rule, typename T>
+inline bool row_is_zero_state(int64_t cols, const T* w, const StatePtrs<T>& states) {
+  for (int k = 0; k < Rule::kNumStates; ++k) {
+    for (int64_t j = 0; j < cols; ++j) {
+      if (!ops::is_positive_zero(states.p[k][j])) return false;
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    // finite: w - w is exactly 0; -0 would turn into +0 under w + (+0) for some rules.
+    if (!(w[j] - w[j] == T(0)) || (w[j] == T(0) && !ops::is_positive_zero(w[j]))) return false;
+  }
+  return true;
+}
+
+/*! \brief The last step in from+1..to whose record is not a zero-state fixed point (0: none). */
+template <class Rule>
+inline int64_t last_moving_step(const float* history, const float* fixed, int64_t from,
+                                int64_t to) {
+  for (int64_t t = to; t > from; --t) {
+    if (!Rule::zero_state_is_fixed_point(record<Rule>(history, t), fixed)) return t;
+  }
+  return 0;
+}
+
+/*!
+ * \brief What a replay knows about the history up to `scanned`: the last step
+ *        whose record moves a zero-state row. Kept up to date per registry
+ *        entry (amortised O(1) a step) or computed per call.
+ */
+struct ReplayHint {
+  int64_t scanned = 0;
+  int64_t last_moving = 0;
+};
+
+template <class Rule>
+inline void extend_hint(const float* history, const float* fixed, int64_t to, ReplayHint* hint) {
+  if (to <= hint->scanned) return;
+  const int64_t last = last_moving_step<Rule>(history, fixed, hint->scanned, to);
+  if (last > 0) hint->last_moving = last;
+  hint->scanned = to;
+}
+
+/*!
+ * \brief Bring one row from step `from` to step `to` by replaying steps
+ *        from+1..to without gradient, bitwise as the eager op would have.
+ *
+ * `hint` must cover steps up to `to`: a zero-state row with no moving step
+ * after `from` is done at once; otherwise fixed-point steps are skipped while
+ * the row stays at zero state. A rule's replay_row hook, if any, comes first.
+ */
+template <class Rule, typename T>
+inline void replay_row(int64_t cols, T* w, const StatePtrs<T>& states, const float* history,
+                       const float* fixed, int64_t from, int64_t to, const ReplayHint& hint) {
+  if (to <= from) return;
+  bool zero = row_is_zero_state<Rule>(cols, w, states);
+  if (zero && hint.last_moving <= from) return;
+  if constexpr (HasReplayRow<Rule>::value) {
+    if (Rule::template replay_row<T>(cols, w, states.p, history, fixed, from, to)) return;
+  }
+  for (int64_t t = from + 1; t <= to; ++t) {
+    const float* rec = record<Rule>(history, t);
+    if (zero) {
+      if (t > hint.last_moving) return;
+      if (Rule::zero_state_is_fixed_point(rec, fixed)) continue;
+    }
+    const auto sc = Rule::template scalars<T>(rec, fixed, 1.0f);
+    step_row<Rule, false>(cols, w, states, static_cast<const T*>(nullptr), sc);
+    zero = false;
+  }
+}
+
+/*!
+ * \brief Whether replaying from+1..to would leave the row unchanged (zero
+ *        state and only fixed-point steps): such a gradient row may be behind.
+ */
+template <class Rule, typename T>
+inline bool replay_is_noop(int64_t cols, const T* w, const StatePtrs<T>& states,
+                           const ReplayHint& hint, int64_t from) {
+  return hint.last_moving <= from && row_is_zero_state<Rule>(cols, w, states);
+}
+
+}  // namespace optim
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_OPTIM_ROWS_H_

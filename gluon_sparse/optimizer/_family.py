@@ -1,0 +1,225 @@
+"""The optimizer family's Python side: one :class:`Rule` and one optimizer class per optimizer.
+
+An optimizer of the family is described once, in C++, as a rule
+(``gluon_sparse/csrc/ops/optim_rule_<name>.h``: the per-element step and what a
+step without gradient does); the operator library builds from it the eager
+update, the deferred update, the flush and the in-graph row refresh, on CPU
+and GPU. The Python side is as small:
+
+* a :class:`Rule` subclass naming the C++ rule and turning the optimizer's
+  hyper-parameters into the rule's scalars (:meth:`Rule.fixed`, constant over
+  training; :meth:`Rule.step`, those of one update, with schedules and bias
+  corrections folded in as MXNet's class folds them);
+* a class ``Sparse<MXNet's class name>(SparseRuleMixin, mx.optimizer.<Class>)``
+  registered in MXNet's registry, whose :meth:`~SparseRuleMixin._rule` picks
+  the rule for its hyper-parameters (e.g. plain SGD for momentum 0).
+
+:class:`SparseRuleMixin` routes each update:
+
+* a state made with ``deferred=True`` (row_sparse gradient, Trainer parameter):
+  ``gluon_sparse_<rule>_deferred_update`` through
+  :class:`~gluon_sparse.optimizer._family_state.DeferredRuleState`; rows absent
+  from the gradient catch up when read (``gluon_sparse_dot``, ``param.data()``,
+  saving, pickling, kvstore pull, ...: see
+  :mod:`gluon_sparse.optimizer._parameter_hooks`);
+* row_sparse gradient, ``lazy_update=False``, float32/float64 weight:
+  ``gluon_sparse_<rule>_update`` (every row steps, in one pass), with the
+  state in MXNet's own layout;
+* anything else (dense gradient, ``lazy_update=True``, float16): MXNet's own
+  update (``super().update``).
+
+The result is MXNet's standard (dense-gradient) update of the same class,
+bitwise on CPU where MXNet computes the step in one C++ kernel.
+"""
+import inspect
+
+import mxnet as mx
+import numpy as np
+
+from .. import _native
+from . import _family_state, deferred
+
+__all__ = ["Rule", "SparseRuleMixin", "supports_deferred", "family_names"]
+
+# Dtypes the operators implement; others take MXNet's own update.
+_OP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Rule:
+    """The Python description of one C++ rule (``optim_rule_<name>.h``).
+
+    Subclasses set the class attributes to the C++ rule's and implement
+    :meth:`step` (and :meth:`fixed` when the rule has fixed scalars). Rules
+    hold no per-optimizer data: one instance serves every optimizer.
+
+    Attributes
+    ----------
+    name : str
+        The C++ ``kName``; the operators are ``gluon_sparse_<name>_update``,
+        ``..._deferred_update`` and ``..._deferred_flush``.
+    state_names : tuple of str
+        The C++ ``kStateNames``, in the order of MXNet's ``create_state``
+        layout for this optimizer (``()`` for a rule without state).
+    fixed_names : tuple of str
+        The C++ ``kFixedNames``: scalars constant over training (the
+        deferred replay uses them for every past step).
+    step_names : tuple of str
+        The C++ ``kStepNames``: the scalars of one update, recorded in the
+        deferred history (one float32 record per step).
+    """
+
+    name = None
+    state_names = ()
+    fixed_names = ()
+    step_names = ()
+
+    def fixed(self, optimizer):
+        """The fixed scalars of ``optimizer``: dict name -> float (``fixed_names``)."""
+        return {}
+
+    def step(self, optimizer, index):
+        """The scalars of the update of weight ``index``: dict name -> float (``step_names``).
+
+        Called once per update, after ``optimizer._update_count(index)``, so
+        ``optimizer._index_update_count[index]`` is this update's 1-based count.
+        """
+        raise NotImplementedError
+
+    def create_states(self, optimizer, weight, zeros):
+        """The initial state arrays, in ``state_names`` order (default: zeros).
+
+        Parameters
+        ----------
+        optimizer : mxnet.optimizer.Optimizer
+        weight : NDArray
+        zeros : callable
+            ``zeros(shape, ctx, dtype)``, the allocator the deferred state chose.
+        """
+        return [zeros(weight.shape, weight.context, np.dtype(weight.dtype))
+                for _ in self.state_names]
+
+    # Helpers for step(): the scalars every MXNet optimizer passes its operator.
+    @staticmethod
+    def lr_wd_clip(optimizer, index):
+        """``{'lr', 'wd', 'clip_gradient'}`` as MXNet's classes compute them (no clip: -1)."""
+        clip = optimizer.clip_gradient if optimizer.clip_gradient else -1.0
+        return {"lr": float(optimizer._get_lr(index)), "wd": float(optimizer._get_wd(index)),
+                "clip_gradient": float(clip)}
+
+    def __repr__(self):
+        return "<Rule %s>" % self.name
+
+
+def family_names():
+    """Names (lowercase, as registered in MXNet) of the optimizers of the family, sorted."""
+    names = {"sparseadam"}
+    for name, cls in mx.optimizer.Optimizer.opt_registry.items():
+        if isinstance(cls, type) and issubclass(cls, SparseRuleMixin):
+            names.add(name)
+    return sorted(names)
+
+
+def supports_deferred(name):
+    """Whether the registered optimizer ``name`` takes ``deferred=True`` (a family member).
+
+    Parameters
+    ----------
+    name : str
+        An optimizer name as given to ``mx.optimizer.create`` (case-insensitive).
+
+    Returns
+    -------
+    bool
+    """
+    return isinstance(name, str) and name.lower() in family_names()
+
+
+def _as_list(state):
+    """MXNet's state of one weight (None, an NDArray or a tuple) as a list of arrays."""
+    if state is None:
+        return []
+    if isinstance(state, mx.nd.NDArray):
+        return [state]
+    return list(state)
+
+
+class SparseRuleMixin:
+    """Routes an MXNet optimizer's updates to its family rule (see the module docstring).
+
+    Put first among the bases: ``class SparseSGD(SparseRuleMixin, mx.optimizer.SGD)``.
+    Takes the base class's arguments plus ``deferred=False``; ``lazy_update``
+    (where the base has it) defaults to False. Subclasses implement
+    :meth:`_rule`.
+    """
+
+    def __init__(self, *args, deferred=False, **kwargs):
+        base = next(c for c in type(self).__mro__[1:]
+                    if issubclass(c, mx.optimizer.Optimizer) and not issubclass(c, SparseRuleMixin))
+        if "lazy_update" in inspect.signature(base.__init__).parameters:
+            kwargs.setdefault("lazy_update", False)
+        super().__init__(*args, **kwargs)
+        if deferred and getattr(self, "lazy_update", False):
+            raise ValueError("deferred=True replays the standard update exactly; it cannot be "
+                             "combined with lazy_update=True")
+        self.deferred = bool(deferred)
+        # One update call per weight (MXNet's aggregated multi-weight updates would
+        # hand lists to update_multi_precision, past the routing below).
+        self.aggregate_num = 0
+
+    def _rule(self):
+        """The :class:`Rule` for this optimizer's hyper-parameters."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ states
+    def create_state(self, index, weight):
+        """A deferred state if ``deferred`` and deferral applies, else MXNet's own state."""
+        if self.deferred:
+            state = _family_state.create_state(self, self._rule(), index, weight)
+            if state is not None:
+                return state
+        return super().create_state(index, weight)
+
+    def flush(self):
+        """Bring every row this optimizer deferred up to date (no-op unless ``deferred``)."""
+        deferred.flush(self)
+
+    # ----------------------------------------------------------------- updates
+    def _uses_operator(self, weight, grad):
+        return (not getattr(self, "lazy_update", False) and grad.stype == "row_sparse"
+                and weight.stype == "default" and np.dtype(weight.dtype) in _OP_DTYPES
+                # The operators read the indices as int64, MXNet's default.
+                and np.dtype(grad._aux_type(0)) == np.int64)
+
+    def update(self, index, weight, grad, state):
+        """Apply one step to ``weight`` and ``state`` in place (routed as the class docstring says).
+
+        Parameters
+        ----------
+        index : int
+            Index of the parameter (keys its update count, lr_mult and wd_mult).
+        weight : NDArray
+            The parameter.
+        grad : NDArray
+            Its gradient, dense or row_sparse.
+        state : NDArray, tuple, None or DeferredRuleState
+            From :meth:`create_state`.
+        """
+        rule = self._rule()
+        if isinstance(state, _family_state.DeferredRuleState):
+            _family_state.update(self, rule, index, weight, grad, state)
+            return
+        if not self._uses_operator(weight, grad):
+            super().update(index, weight, grad, state)
+            return
+        self._update_count(index)
+        scalars = dict(rule.step(self, index))
+        scalars.update(rule.fixed(self))
+        _native.load_ops()
+        op = getattr(mx.nd, "gluon_sparse_%s_update" % rule.name)
+        op(weight, grad, *_as_list(state), out=weight, rescale_grad=self.rescale_grad, **scalars)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        """As MXNet's, but every update that is not float16 master-copy goes through :meth:`update`."""
+        if self.multi_precision and weight.dtype == np.float16:
+            return super().update_multi_precision(index, weight, grad, state)
+        return self.update(index, weight, grad, state)
