@@ -10,12 +10,16 @@
 #ifndef GLUON_SPARSE_CSRC_OPS_OPTIM_RULES_H_
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULES_H_
 
+#include "optim_rule_adagrad.h"
+#include "optim_rule_ftrl.h"
 #include "optim_rule_nag.h"
 #include "optim_rule_sgd.h"
 #include "optim_rule_sgd_mom.h"
 
 // clang-format off
 #define GLUON_SPARSE_OPTIM_RULES(X) \
+  X(gluon_sparse::optim::AdaGradRule) \
+  X(gluon_sparse::optim::FtrlRule) \
   X(gluon_sparse::optim::NagPlainRule) \
   X(gluon_sparse::optim::NagRule) \
   X(gluon_sparse::optim::SgdMomRule) \
