@@ -181,7 +181,8 @@ def check_replay_hook(lib, rule, cases):
         took = _replay(lib, rule, got_w, got_s, history, fixed, start, end, 1)
         if took:
             taken += 1
-            assert_bitwise([got_w, got_s], [want_w, want_s], "%s replay %d..%d" % (rule, start, end))
+            assert_bitwise([got_w, got_s], [want_w, want_s],
+                           "%s replay %d..%d" % (rule, start, end))
         else:
             assert_bitwise([got_w, got_s], [weight, states], "%s refused replay" % rule)
     return taken

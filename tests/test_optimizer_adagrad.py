@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-import gluon_sparse.optimizer
 from gluon_sparse.optimizer import SparseAdaGrad
 from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
                                  check_replay_hook, gap_schedule, make_net, odd_history, run,
@@ -85,9 +84,10 @@ def test_wd0_lazy_equals_standard(kwargs):
     plan = gap_schedule(40, 80, seed=5)
     ref = MXNetReference(mx.optimizer.AdaGrad(**kwargs), init, dtype, 1)
     net, trainer = run(SparseAdaGrad(deferred=True, **kwargs), ref, init, dtype, plan)
-    lazy_net, lazy_trainer = run(mx.optimizer.AdaGrad(**kwargs), None, init, dtype, plan)
-    lazy = [lazy_net.weight.data().asnumpy(), lazy_trainer._updaters[0].states[0].asnumpy()]
-    assert_bitwise(lazy, ref.arrays(), "lazy vs standard")
+    for lazy_opt in (mx.optimizer.AdaGrad(**kwargs), SparseAdaGrad(lazy_update=True, **kwargs)):
+        lazy_net, lazy_trainer = run(lazy_opt, None, init, dtype, plan)
+        lazy = [lazy_net.weight.data().asnumpy(), lazy_trainer._updaters[0].states[0].asnumpy()]
+        assert_bitwise(lazy, ref.arrays(), "lazy (%s) vs standard" % type(lazy_opt).__name__)
     assert_bitwise(trained_arrays(net, trainer), ref.arrays(), "deferred vs standard")
     never = np.arange(40 - 8, 40)  # gap_schedule leaves the last 20% untouched
     np.testing.assert_array_equal(lazy[0][never], init[never])
@@ -163,6 +163,8 @@ def test_registry_trainer_by_name_and_bad_arguments():
         SparseAdaGrad(clip_gradient=-1.0)
     with pytest.raises(ValueError, match="lazy_update"):
         SparseAdaGrad(deferred=True, lazy_update=True)
+    with pytest.raises(ValueError, match="does not support wd"):
+        SparseAdaGrad(lazy_update=True, wd=0.1)
 
 
 @pytest.fixture(scope="module")

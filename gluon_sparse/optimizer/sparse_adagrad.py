@@ -85,7 +85,8 @@ class SparseAdaGrad(SparseRuleMixin, mx.optimizer.AdaGrad):
         never had a gradient to stay finite (0 / sqrt(0) is NaN, in MXNet too).
     lazy_update : bool, default False
         If True, row_sparse gradients take MXNet's own lazy ``adagrad_update``
-        (only the gradient's rows move; ``wd`` must be 0).
+        (only the gradient's rows move; ``wd`` must be 0, and then the results
+        are the standard update's anyway).
     deferred : bool, default False
         Standard AdaGrad at lazy cost: a row_sparse-gradient weight is updated
         on the gradient's rows only, the others catch up exactly when read
@@ -113,6 +114,10 @@ class SparseAdaGrad(SparseRuleMixin, mx.optimizer.AdaGrad):
                              "combined with lazy_update=True")
         super().__init__(eps=eps, deferred=deferred, **kwargs)
         self.lazy_update = lazy_update
+        if lazy_update and self.wd:
+            raise ValueError("lazy_update=True takes MXNet's row_sparse adagrad_update, which "
+                             "does not support wd (got wd=%r); lazy_update=False gives "
+                             "AdaGrad with weight decay on every row" % (self.wd,))
         if self.clip_gradient is not None and self.clip_gradient < 0:
             raise ValueError("clip_gradient must be >= 0 or None, got %r (MXNet's AdaGrad "
                              "would clip to the empty range [%r, %r])"
