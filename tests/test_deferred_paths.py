@@ -1,8 +1,8 @@
-"""Deferred SparseAdam on every Gluon path that reads or writes a weight.
+"""Every deferred optimizer of the family on every Gluon path that reads or writes a weight.
 
-Each test runs the same sequence with ``SparseAdam(deferred=True)`` and with
-the eager ``SparseAdam`` (the reference) and compares weights, and Adam's mean
-and var where reachable, bitwise: reads outside a forward pass see caught-up
+Each test runs, for every configuration in ``OPTIMIZERS``, the same sequence
+with the optimizer's ``deferred=True`` and with its eager form (the reference)
+and compares weights, and the optimizer states where reachable, bitwise: reads outside a forward pass see caught-up
 rows, writes (set_data, load_parameters, force_reinit, kvstore pull,
 load_states, a replaced Trainer) apply as if every row were up to date, nets
 pickle. The batches leave most rows absent for many steps after they moved,
@@ -17,10 +17,25 @@ import pytest
 from mxnet import autograd, gluon
 
 from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
-from gluon_sparse.optimizer import SparseAdam, deferred
+from gluon_sparse.optimizer import deferred
+from gluon_sparse.optimizer._family import _as_list
 
 IN_UNITS = 300
 KINDS = ["fc", "fm"]
+
+# One line per optimizer configuration of the family, sorted by name: every
+# branch that adds an optimizer adds its line here.
+OPTIMIZERS = [
+    ("sparseadam", {"learning_rate": 0.05}),
+    ("sparsenag", {"learning_rate": 0.05, "momentum": 0.9}),
+    ("sparsesgd", {"learning_rate": 0.05, "momentum": 0.9}),
+]
+
+
+@pytest.fixture(params=OPTIMIZERS, ids=[name for name, _ in OPTIMIZERS])
+def optimizer(request):
+    """An optimizer configuration ``(name, kwargs)`` of the family."""
+    return request.param
 
 
 def _net(kind, hybrid, seed=0):
@@ -69,14 +84,19 @@ def _train(net, trainer, batches):
     return losses
 
 
-def _trainer(net, is_deferred, wd):
-    return gluon.Trainer(net.collect_params(), SparseAdam(learning_rate=0.05, wd=wd,
-                                                          deferred=is_deferred))
+def _create(optimizer, wd, is_deferred):
+    name, kwargs = optimizer
+    return mx.optimizer.create(name, wd=wd, deferred=is_deferred, **kwargs)
 
 
-def _pair(kind, hybrid, wd):
+def _trainer(net, is_deferred, wd, optimizer):
+    return gluon.Trainer(net.collect_params(), _create(optimizer, wd, is_deferred))
+
+
+def _pair(kind, hybrid, wd, optimizer):
     nets = [_net(kind, hybrid), _net(kind, hybrid)]
-    return nets, [_trainer(nets[0], True, wd), _trainer(nets[1], False, wd)]
+    return nets, [_trainer(nets[0], True, wd, optimizer),
+                  _trainer(nets[1], False, wd, optimizer)]
 
 
 def _train_both(nets, trainers, batches):
@@ -96,19 +116,26 @@ def _assert_weights_equal(net_a, net_b, read=_raw):
 
 
 def _mean_var(trainer, index):
+    """The optimizer state arrays of parameter ``index`` (deferred or MXNet's layout)."""
     state = trainer._updaters[0].states[index]
     if isinstance(state, deferred.DeferredAdamState):
-        return state.mean.asnumpy(), state.var.asnumpy()
-    return state[0].asnumpy(), state[1].asnumpy()
+        arrays = [state.mean, state.var]
+    elif isinstance(state, deferred.RegisteredState):
+        arrays = state.states
+    else:
+        arrays = _as_list(state)
+    return [a.asnumpy() for a in arrays]
 
 
 def _assert_all_equal(nets, trainers):
-    """Every weight and every Adam state of the deferred run equal the eager run's."""
+    """Every weight and every optimizer state of the deferred run equal the eager run's."""
     deferred.flush(trainers[0])
     _assert_weights_equal(*nets)
     for index in trainers[1]._updaters[0].states:
-        for got, want in zip(_mean_var(trainers[0], index), _mean_var(trainers[1], index)):
-            np.testing.assert_array_equal(got, want, err_msg="state of parameter %d" % index)
+        got, want = _mean_var(trainers[0], index), _mean_var(trainers[1], index)
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b, err_msg="state of parameter %d" % index)
 
 
 GRID = pytest.mark.parametrize("kind, hybrid, wd", [
@@ -121,8 +148,8 @@ def _sparse_params(net):
 
 # --------------------------------------------------------------------- reads
 @GRID
-def test_data_and_list_data_read_caught_up_rows(kind, hybrid, wd):
-    nets, trainers = _pair(kind, hybrid, wd)
+def test_data_and_list_data_read_caught_up_rows(kind, hybrid, wd, optimizer):
+    nets, trainers = _pair(kind, hybrid, wd, optimizer)
     _train_both(nets, trainers, _schedule())
     assert deferred.state_bytes(trainers[0]) > 0
     _assert_weights_equal(*nets, read=lambda p: p.data().asnumpy())
@@ -134,8 +161,8 @@ def test_data_and_list_data_read_caught_up_rows(kind, hybrid, wd):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_pickled_net_holds_caught_up_weights(kind):
-    nets, trainers = _pair(kind, False, 0.01)
+def test_pickled_net_holds_caught_up_weights(kind, optimizer):
+    nets, trainers = _pair(kind, False, 0.01, optimizer)
     _train_both(nets, trainers, _schedule())
     copy = pickle.loads(pickle.dumps(nets[0]))
     _assert_weights_equal(copy, nets[1])
@@ -144,15 +171,15 @@ def test_pickled_net_holds_caught_up_weights(kind):
         np.testing.assert_array_equal(_raw(pa), _raw(pb))
 
 
-def test_reads_inside_forward_and_step_do_not_flush(monkeypatch):
+def test_reads_inside_forward_and_step_do_not_flush(monkeypatch, optimizer):
     """The training step's own reads pay no full catch-up (the forward's op does its rows)."""
     net = _net("fc", True)
-    trainer = _trainer(net, True, 0.01)
+    trainer = _trainer(net, True, 0.01, optimizer)
     _train(net, trainer, _schedule()[:3])
     flushes = []
-    original = deferred.DeferredAdamState.flush
-    monkeypatch.setattr(deferred.DeferredAdamState, "flush",
-                        lambda self: flushes.append(1) or original(self))
+    cls = type(deferred._states_of(trainer)[0])
+    original = cls.flush
+    monkeypatch.setattr(cls, "flush", lambda self: flushes.append(1) or original(self))
     _train(net, trainer, _schedule()[5:10])
     assert not flushes
     net[0].weight.data()  # outside: one flush, then nothing pending
@@ -164,8 +191,8 @@ def test_reads_inside_forward_and_step_do_not_flush(monkeypatch):
 
 # -------------------------------------------------------------------- writes
 @GRID
-def test_load_parameters_into_live_net(kind, hybrid, wd, tmp_path):
-    nets, trainers = _pair(kind, hybrid, wd)
+def test_load_parameters_into_live_net(kind, hybrid, wd, tmp_path, optimizer):
+    nets, trainers = _pair(kind, hybrid, wd, optimizer)
     batches = _schedule()
     _train_both(nets, trainers, batches[:12])
     checkpoint = str(tmp_path / "best.params")
@@ -178,8 +205,8 @@ def test_load_parameters_into_live_net(kind, hybrid, wd, tmp_path):
 
 
 @GRID
-def test_set_data_into_live_net(kind, hybrid, wd):
-    nets, trainers = _pair(kind, hybrid, wd)
+def test_set_data_into_live_net(kind, hybrid, wd, optimizer):
+    nets, trainers = _pair(kind, hybrid, wd, optimizer)
     _train_both(nets, trainers, _schedule())
     rng = np.random.default_rng(3)
     for pa, pb in zip(_sparse_params(nets[0]), _sparse_params(nets[1])):
@@ -191,8 +218,8 @@ def test_set_data_into_live_net(kind, hybrid, wd):
 
 
 @pytest.mark.parametrize("kind, hybrid, wd", [("fc", True, 0.01), ("fm", False, 0.0)])
-def test_initialize_force_reinit(kind, hybrid, wd):
-    nets, trainers = _pair(kind, hybrid, wd)
+def test_initialize_force_reinit(kind, hybrid, wd, optimizer):
+    nets, trainers = _pair(kind, hybrid, wd, optimizer)
     _train_both(nets, trainers, _schedule())
     for net in nets:
         mx.random.seed(11)
@@ -202,8 +229,8 @@ def test_initialize_force_reinit(kind, hybrid, wd):
 
 
 @pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
-def test_kvstore_pull_into_weights(kind, wd):
-    nets, trainers = _pair(kind, True, wd)
+def test_kvstore_pull_into_weights(kind, wd, optimizer):
+    nets, trainers = _pair(kind, True, wd, optimizer)
     # NDArrays taken before training: a pull into them goes through no Parameter method.
     held = [_sparse_params(net)[0]._data[0] for net in nets]
     _train_both(nets, trainers, _schedule())
@@ -220,8 +247,8 @@ def test_kvstore_pull_into_weights(kind, wd):
 
 
 @pytest.mark.parametrize("kind, hybrid, wd", [("fc", True, 0.01), ("fm", True, 0.0)])
-def test_load_states_into_live_trainer(kind, hybrid, wd, tmp_path):
-    nets, trainers = _pair(kind, hybrid, wd)
+def test_load_states_into_live_trainer(kind, hybrid, wd, tmp_path, optimizer):
+    nets, trainers = _pair(kind, hybrid, wd, optimizer)
     batches = _schedule()
     _train_both(nets, trainers, batches[:10])
     files = [str(tmp_path / ("%d.states" % i)) for i in range(2)]
@@ -236,23 +263,23 @@ def test_load_states_into_live_trainer(kind, hybrid, wd, tmp_path):
 
 
 @pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
-def test_replaced_trainer_leaves_weights_caught_up(kind, wd):
-    nets, trainers = _pair(kind, True, wd)
+def test_replaced_trainer_leaves_weights_caught_up(kind, wd, optimizer):
+    nets, trainers = _pair(kind, True, wd, optimizer)
     _train_both(nets, trainers, _schedule())
     del trainers
     gc.collect()
     # A new Trainer (fresh Adam state) on the same, live parameters.
-    trainers = [_trainer(nets[0], True, wd), _trainer(nets[1], False, wd)]
+    trainers = [_trainer(nets[0], True, wd, optimizer), _trainer(nets[1], False, wd, optimizer)]
     _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
     _assert_all_equal(nets, trainers)
 
 
 @pytest.mark.parametrize("kind, wd", [("fc", 0.01), ("fm", 0.0)])
-def test_reads_inside_autograd_record_but_outside_a_forward(kind, wd):
+def test_reads_inside_autograd_record_but_outside_a_forward(kind, wd, optimizer):
     # A user logging a weight's norm inside the record scope: the read flushes
     # (it is outside a Block call), and MXNet refuses in-place writes to a
     # graph's arrays while recording, unless the flush pauses recording.
-    nets, trainers = _pair(kind, True, wd)
+    nets, trainers = _pair(kind, True, wd, optimizer)
     _train_both(nets, trainers, _schedule()[:10])
     norms = []
     for net, trainer in zip(nets, trainers):
@@ -269,17 +296,18 @@ def test_reads_inside_autograd_record_but_outside_a_forward(kind, wd):
     _assert_all_equal(nets, trainers)
 
 
-def test_trainer_dropped_inside_autograd_record_leaves_no_stale_registration():
+def test_trainer_dropped_inside_autograd_record_leaves_no_stale_registration(optimizer):
     # A deferred state may be dropped inside a record scope (here: a new Trainer
     # takes the parameters over, so the old one, and its states, are freed there):
     # its finalizer flushes (recording paused) and unregisters the weight, so the
     # next steps neither fail nor replay from a freed state.
-    nets, trainers = _pair("fc", True, 0.01)
+    nets, trainers = _pair("fc", True, 0.01, optimizer)
     _train_both(nets, trainers, _schedule()[:10])
     old = [id(trainer) for trainer in trainers]
     batches = _schedule(seed=9)[:6]
     with autograd.record():
-        trainers = [_trainer(nets[0], True, 0.01), _trainer(nets[1], False, 0.01)]
+        trainers = [_trainer(nets[0], True, 0.01, optimizer),
+                    _trainer(nets[1], False, 0.01, optimizer)]
         gc.collect()
         assert not {id(o) for o in gc.get_objects() if isinstance(o, gluon.Trainer)} & set(old)
         outs = [net(batches[0][0]) for net in nets]
@@ -290,10 +318,10 @@ def test_trainer_dropped_inside_autograd_record_leaves_no_stale_registration():
     _assert_all_equal(nets, trainers)
 
 
-def test_save_parameters_and_states_mid_run_change_nothing(tmp_path):
+def test_save_parameters_and_states_mid_run_change_nothing(tmp_path, optimizer):
     # A regression guard (these paths were right before the hooks): the saves'
     # flushes leave the run on the eager run's trajectory.
-    nets, trainers = _pair("fc", True, 0.01)
+    nets, trainers = _pair("fc", True, 0.01, optimizer)
     batches = _schedule()
     _train_both(nets, trainers, batches[:8])
     nets[0].save_parameters(str(tmp_path / "net.params"))
@@ -306,9 +334,9 @@ def test_save_parameters_and_states_mid_run_change_nothing(tmp_path):
     assert not np.array_equal(_raw(loaded[0].weight), _raw(nets[1][0].weight))  # older weights
 
 
-def test_reset_ctx_keeps_training_exact():
+def test_reset_ctx_keeps_training_exact(optimizer):
     # A regression guard: reset_ctx replaces the arrays; the state follows them.
-    nets, trainers = _pair("fc", False, 0.01)
+    nets, trainers = _pair("fc", False, 0.01, optimizer)
     _train_both(nets, trainers, _schedule())
     for net in nets:
         net.collect_params().reset_ctx(mx.cpu(0))
@@ -316,7 +344,7 @@ def test_reset_ctx_keeps_training_exact():
     _assert_all_equal(nets, trainers)
 
 
-def test_two_devices_read_and_restore(tmp_path):
+def test_two_devices_read_and_restore(tmp_path, optimizer):
     """Every device's copy: list_data() caught up, load_parameters exact on both."""
     from gluon_sparse.distributed.split import split_and_load_batch
 
@@ -326,7 +354,7 @@ def test_two_devices_read_and_restore(tmp_path):
     for net, is_deferred in zip(nets, [True, False]):
         net.collect_params().reset_ctx(contexts)
         trainers.append(gluon.Trainer(net.collect_params(),
-                                      SparseAdam(learning_rate=0.05, wd=0.01, deferred=is_deferred),
+                                      _create(optimizer, 0.01, is_deferred),
                                       kvstore="local", update_on_kvstore=False))
 
     def train(batches):

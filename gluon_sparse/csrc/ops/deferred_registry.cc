@@ -165,19 +165,41 @@ void rule_catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
                                 [&](int64_t i) { return rows[i]; }, e->step, e->hint, 4);
 }
 
+#if GLUON_SPARSE_WITH_CUDA
+/*! \brief Enqueue the catch-up of `cols[0, n)` (device) under a rule; CUDA's error or null. */
+template <class Rule, typename T>
+const char* rule_catch_up_gpu(const Entry& e, const void* weight, const int64_t* cols, int64_t n,
+                              void* stream) {
+  optim::cuda::DeviceRows<T> rows{static_cast<T*>(const_cast<void*>(weight)), {}, e.last_step,
+                                  reinterpret_cast<float*>(e.history), e.num_rows, e.cols};
+  for (int k = 0; k < optim::kMaxStates; ++k) rows.states[k] = static_cast<T*>(e.states[k]);
+  optim::cuda::Floats fixed{};
+  for (int k = 0; k < optim::kMaxFixed; ++k) fixed.v[k] = e.fixed_scalars[k];
+  return optim::cuda::launch_catch_up<Rule, T>(rows, fixed, cols, n, e.step, stream).error;
+}
+#define GS_RULE_KIND_GPU(Rule) , &rule_catch_up_gpu<Rule, float>, &rule_catch_up_gpu<Rule, double>
+#else
+#define GS_RULE_KIND_GPU(Rule)
+#endif
+
 /*! \brief What the registry knows of each rule of GLUON_SPARSE_OPTIM_RULES. */
 struct RuleKind {
   const char* name;
   int num_states, num_fixed, num_step;
   void (*catch_up_f32)(Entry*, const std::vector<int64_t>&, float*);
   void (*catch_up_f64)(Entry*, const std::vector<int64_t>&, double*);
+#if GLUON_SPARSE_WITH_CUDA
+  const char* (*catch_up_gpu_f32)(const Entry&, const void*, const int64_t*, int64_t, void*);
+  const char* (*catch_up_gpu_f64)(const Entry&, const void*, const int64_t*, int64_t, void*);
+#endif
 };
 
 #define GS_RULE_KIND(Rule)                                                                  \
   {Rule::kName, Rule::kNumStates, Rule::kNumFixed, Rule::kNumStep,                          \
-   &rule_catch_up_cpu<Rule, float>, &rule_catch_up_cpu<Rule, double>},
+   &rule_catch_up_cpu<Rule, float>, &rule_catch_up_cpu<Rule, double> GS_RULE_KIND_GPU(Rule)},
 const RuleKind kRuleKinds[] = {GLUON_SPARSE_OPTIM_RULES(GS_RULE_KIND)};
 #undef GS_RULE_KIND
+#undef GS_RULE_KIND_GPU
 constexpr int kNumRuleKinds = sizeof(kRuleKinds) / sizeof(kRuleKinds[0]);
 
 int rule_kind(const char* name) {
@@ -238,8 +260,15 @@ bool refresh_rows_gpu(const void* weight, int dtype, const int64_t* cols, int64_
   if (!entry->alive) return true;
   if (!check_call(*entry, dtype, kGpu, error)) return false;
   // The columns were validated by the caller; the kernel claims each row once.
-  const char* cuda_error = dtype == kFloat64 ? catch_up_gpu<double>(*entry, weight, cols, n, stream)
-                                             : catch_up_gpu<float>(*entry, weight, cols, n, stream);
+  const char* cuda_error = nullptr;
+  if (entry->kind != kAdamKind) {
+    const RuleKind& rule = kRuleKinds[entry->kind];
+    cuda_error = dtype == kFloat64 ? rule.catch_up_gpu_f64(*entry, weight, cols, n, stream)
+                                   : rule.catch_up_gpu_f32(*entry, weight, cols, n, stream);
+  } else {
+    cuda_error = dtype == kFloat64 ? catch_up_gpu<double>(*entry, weight, cols, n, stream)
+                                   : catch_up_gpu<float>(*entry, weight, cols, n, stream);
+  }
   if (cuda_error != nullptr) {
     *error = std::string("CUDA error while bringing rows up to date: ") + cuda_error;
     return false;
