@@ -26,7 +26,9 @@ KINDS = ["fc", "fm"]
 # One line per optimizer configuration of the family, sorted by name: every
 # branch that adds an optimizer adds its line here.
 OPTIMIZERS = [
+    ("sparseadagrad", {"learning_rate": 0.05}),
     ("sparseadam", {"learning_rate": 0.05}),
+    ("sparseftrl", {"learning_rate": 0.05}),
     ("sparsenag", {"learning_rate": 0.05, "momentum": 0.9}),
     ("sparsesgd", {"learning_rate": 0.05, "momentum": 0.9}),
 ]
