@@ -189,12 +189,20 @@ def check_replay_hook(lib, rule, cases):
 
 
 def odd_history(rng, steps, odd_lrs, odd_wds):
-    """A (steps + 1, 3) record array lr, wd, clip_gradient (-1): decaying lrs, wd mostly 0,
-    and now and then one odd lr or wd (record 0 is unused, as in the framework)."""
+    """Float32 ``(lr, wd)`` of steps 0..steps (0 unused, as in the framework): decaying lrs,
+    wd mostly 0, and now and then one odd lr or wd."""
     lrs = rng.choice([0.1, 0.05, 1e-3, 2.0], steps + 1) * (rng.random(steps + 1) ** 2 + 0.01)
     wds = rng.choice([0.0, 0.0, 0.01, 0.1], steps + 1)
     if rng.random() < 0.3:
         lrs[rng.integers(1, steps + 1)] = rng.choice(odd_lrs)
     if rng.random() < 0.2:
         wds[rng.integers(1, steps + 1)] = rng.choice(odd_wds)
-    return np.stack([lrs, wds, np.full(steps + 1, -1.0)], 1).astype(np.float32)
+    return lrs.astype(np.float32), wds.astype(np.float32)
+
+
+def last_step_marks(flags):
+    """Per step, the last step <= it whose flag is set (0: none), as optimizer/_replay_marks
+    writes into the records."""
+    steps = np.where(flags, np.arange(len(flags)), 0)
+    steps[0] = 0
+    return np.maximum.accumulate(steps).astype(np.float32)

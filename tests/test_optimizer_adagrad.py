@@ -12,8 +12,8 @@ from mxnet import gluon
 
 from gluon_sparse.optimizer import SparseAdaGrad
 from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
-                                 check_replay_hook, gap_schedule, make_net, odd_history, run,
-                                 train_step, trained_arrays)
+                                 check_replay_hook, gap_schedule, last_step_marks, make_net,
+                                 odd_history, run, train_step, trained_arrays)
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_adagrad (which only has wd = 0;
 # wd > 0 added: the case MXNet's row_sparse adagrad_update rejects).
@@ -179,9 +179,15 @@ def _replay_cases(rng, count):
     for trial in range(count):
         dtype, cols = (np.float32, np.float64)[trial % 2], 5
         steps = int(rng.integers(2, 40))
-        history = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, -0.0], [-0.1, np.inf, np.nan])
+        lrs, wds = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, -0.0],
+                               [-0.1, np.inf, np.nan])
         if trial % 3:
-            history[:, 1] = 0.0  # wd = 0 throughout: the case the hook is for
+            wds[:] = 0.0  # wd = 0 throughout: the case the hook is for
+        moving = ~((wds == 0) & (lrs > 0) & np.isfinite(lrs))
+        history = np.stack([lrs, wds, np.full(steps + 1, -1, np.float32),
+                            last_step_marks(moving)], 1).astype(np.float32)
+        if trial % 10 == 9:
+            history[:, 3] = np.nan  # mark unknown (the op's default)
         weight = rng.standard_normal(cols).astype(dtype)
         hist = np.abs(rng.standard_normal(cols)) * (trial % 4 != 0)
         if trial % 7 == 0:
@@ -197,3 +203,18 @@ def test_replay_hook_equals_step_by_step(harness):
     finite, eps = 0 with history 0, a -0 or NaN history, a weight that is not finite)."""
     taken = check_replay_hook(harness, "adagrad", _replay_cases(np.random.default_rng(0), 4000))
     assert taken > 1000
+
+
+def test_replay_marks_round_up_beyond_float_precision():
+    """Marks are float32 records: a step count past 2**24 is rounded up, never down, so
+    ``mark <= from`` cannot hide a later moving step."""
+    from gluon_sparse.optimizer._replay_marks import last_step_where, running_max
+    opt = SparseAdaGrad()
+    for count in (5, 2 ** 24 + 1, 2 ** 25 + 3):
+        opt._index_update_count[0] = count
+        mark = last_step_where(opt, "k", 0, True)
+        assert mark >= count and np.float32(mark) == mark and mark - count <= count * 2 ** -23
+    opt._index_update_count[0] += 1
+    assert last_step_where(opt, "k", 0, False) == mark  # unchanged without the property
+    assert [running_max(opt, "m", 0, v) for v in (0.1, float("nan"), 0.05, 0.2)] == [
+        0.1, 0.1, 0.1, 0.2]

@@ -9,8 +9,8 @@ from mxnet import gluon
 
 from gluon_sparse.optimizer import SparseFtrl
 from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
-                                 check_replay_hook, gap_schedule, make_net, odd_history, run,
-                                 state_arrays, train_step, trained_arrays)
+                                 check_replay_hook, gap_schedule, last_step_marks, make_net,
+                                 odd_history, run, state_arrays, train_step, trained_arrays)
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_ftrl.
 MXNET_GRID = [{}, {"clip_gradient": 0.5}, {"clip_gradient": 0.4, "rescale_grad": 0.14},
@@ -189,8 +189,14 @@ def _replay_cases(rng, count):
     for trial in range(count):
         dtype, kind, cols = (np.float32, np.float64)[trial % 2], trial % 4, 5
         steps = int(rng.integers(2, 40))
-        history = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, 1e-38, -0.0, 3e38],
-                              [-0.1, np.inf, np.nan])
+        lrs, wds = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, 1e-38, -0.0, 3e38],
+                               [-0.1, np.inf, np.nan])
+        odd = ~((lrs > 0) & np.isfinite(lrs) & (wds >= 0) & np.isfinite(wds))
+        max_lr = np.fmax.accumulate(np.where(np.arange(steps + 1) > 0, lrs, 0))
+        history = np.stack([lrs, wds, np.full(steps + 1, -1, np.float32), max_lr,
+                            last_step_marks(odd)], 1).astype(np.float32)
+        if trial % 10 == 9:
+            history[:, 3 + trial % 2] = np.nan  # marks unknown (the op's defaults)
         weight = (rng.standard_normal(cols) * rng.choice([1, 1e-3, 1e30], cols)).astype(dtype)
         z, n = np.zeros(cols), np.zeros(cols)
         if kind >= 1:

@@ -12,10 +12,13 @@ With ``wd == 0`` a step without gradient changes nothing (the history gains
 agree, and the deferred catch-up of a row is free. With ``wd > 0`` every row
 shrinks by ``weight * wd * lr`` at every step.
 """
+import math
+
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
 from ._mxnet_scalars import param_float, scalar_float32
+from ._replay_marks import last_step_where
 
 __all__ = ["SparseAdaGrad"]
 
@@ -40,7 +43,8 @@ class AdaGradRule(Rule):
     name = "adagrad"
     state_names = ("history",)
     fixed_names = ("epsilon",)
-    step_names = ("lr", "wd", "clip_gradient")
+    # last_moving_step: a mark for the O(1) catch-up (AdaGradRule::replay_row).
+    step_names = ("lr", "wd", "clip_gradient", "last_moving_step")
 
     # The dense path's scalars as its ops use them (see _mxnet_scalars): eps, wd
     # and -lr are scalar-op operands (a double cast to float32), clip_gradient
@@ -51,9 +55,13 @@ class AdaGradRule(Rule):
     def step(self, optimizer, index):
         # The dense path clips whenever clip_gradient is not None (0 clips to 0).
         clip = optimizer.clip_gradient
-        return {"lr": scalar_float32(optimizer._get_lr(index)),
-                "wd": scalar_float32(optimizer._get_wd(index)),
-                "clip_gradient": -1.0 if clip is None else param_float(clip)}
+        lr = scalar_float32(optimizer._get_lr(index))
+        wd = scalar_float32(optimizer._get_wd(index))
+        # AdaGradRule::step_is_identity: a step without gradient moves nothing.
+        identity = wd == 0 and 0 < lr < math.inf
+        return {"lr": lr, "wd": wd, "clip_gradient": -1.0 if clip is None else param_float(clip),
+                "last_moving_step": last_step_where(optimizer, "adagrad.moving", index,
+                                                    not identity)}
 
 
 ADAGRAD = AdaGradRule()

@@ -12,10 +12,13 @@ standard step (lazy FTRL keeps its initial value), and under an lr schedule
 the weight follows lr. The deferred catch-up of a row is therefore O(1): the
 first missed step, then the last.
 """
+import math
+
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
 from ._mxnet_scalars import param_float
+from ._replay_marks import last_step_where, running_max
 from .sparse_adagrad import states_in_weight_dtype
 
 __all__ = ["SparseFtrl"]
@@ -27,7 +30,8 @@ class FtrlRule(Rule):
     name = "ftrl"
     state_names = ("z", "n")
     fixed_names = ("lamda1", "beta")
-    step_names = ("lr", "wd", "clip_gradient")
+    # max_lr, last_odd_step: marks for the O(1) catch-up (FtrlRule::replay_row).
+    step_names = ("lr", "wd", "clip_gradient", "max_lr", "last_odd_step")
 
     # FtrlParam's float fields hold what MXNet's parser makes of str(value),
     # not always the nearest float32 (see _mxnet_scalars).
@@ -37,8 +41,13 @@ class FtrlRule(Rule):
     def step(self, optimizer, index):
         # mx.optimizer.Ftrl passes clip_gradient only when truthy and the kernel
         # clips when it is >= 0: 0 and negative values mean no clipping.
-        return {name: param_float(value)
-                for name, value in self.lr_wd_clip(optimizer, index).items()}
+        scalars = {name: param_float(value)
+                   for name, value in self.lr_wd_clip(optimizer, index).items()}
+        lr, wd = scalars["lr"], scalars["wd"]
+        odd = not (0 < lr < math.inf and 0 <= wd < math.inf)
+        scalars["max_lr"] = running_max(optimizer, "ftrl.max_lr", index, lr)
+        scalars["last_odd_step"] = last_step_where(optimizer, "ftrl.odd", index, odd)
+        return scalars
 
 
 FTRL = FtrlRule()

@@ -38,9 +38,12 @@ struct AdaGradRule {
   static constexpr int kNumFixed = 1;
   static constexpr const char* kFixedNames[] = {"epsilon"};
   static constexpr float kFixedDefaults[] = {1e-7f};
-  static constexpr int kNumStep = 3;
-  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient"};
-  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f};
+  // last_moving_step: a running mark for replay_row (optimizer/_replay_marks.py), the last
+  // step whose record is not step_is_identity (rounded up to float); NAN: unknown.
+  static constexpr int kNumStep = 4;
+  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient", "last_moving_step"};
+  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f, NAN};
+  static constexpr int kLastMovingStep = 3;
   static constexpr bool kHasReplayRow = true;
 
   template <typename T>
@@ -88,17 +91,18 @@ struct AdaGradRule {
   /*!
    * \brief The replay of from+1..to when every one of those steps is an identity
    *        (wd == 0 throughout): nothing moves, whatever the history holds, so a
-   *        row touched long ago costs a scan of the records instead of a pass over
-   *        its elements per step. Rows whose history is not > 0 or +0, or whose weight
+   *        row touched long ago costs one look at the mark of record `to` and one
+   *        pass over its elements instead of a pass per step. Rows whose history is not > 0 or +0, or whose weight
    *        is not finite, and ranges with a step that has wd != 0, are left to the
    *        step-by-step replay (each wd step rounds; there is no closed form).
    */
   template <typename T>
   GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
                                         const float* fixed, int64_t from, int64_t to) {
-    for (int64_t t = from + 1; t <= to; ++t) {
-      if (!step_is_identity(history + t * kNumStep, fixed)) return false;
-    }
+    // Every step of from+1..to is an identity when the last one that is not came at or
+    // before `from` (a NaN mark compares false); eps is fixed: check it here.
+    const double last_moving = history[to * kNumStep + kLastMovingStep];
+    if (!(last_moving <= static_cast<double>(from)) || !(fixed[0] > 0.0f)) return false;
     for (int64_t j = 0; j < cols; ++j) {
       // history + eps > 0 needs history >= 0 (false for NaN), and -0 + +0 would
       // turn a -0 history into +0; 0 * w needs w finite.

@@ -36,9 +36,14 @@ struct FtrlRule {
   static constexpr int kNumFixed = 2;
   static constexpr const char* kFixedNames[] = {"lamda1", "beta"};
   static constexpr float kFixedDefaults[] = {0.01f, 1.0f};
-  static constexpr int kNumStep = 3;
-  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient"};
-  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f};
+  // max_lr and last_odd_step are running marks for replay_row (optimizer/_replay_marks.py):
+  // the largest lr so far and the last step with lr <= 0, lr or wd not finite, or wd < 0
+  // (rounded up to float). Defaults (NAN) make replay_row fall back on the step-by-step replay.
+  static constexpr int kNumStep = 5;
+  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient", "max_lr",
+                                               "last_odd_step"};
+  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f, NAN, NAN};
+  static constexpr int kMaxLr = 3, kLastOddStep = 4;
   static constexpr bool kHasReplayRow = true;
 
   template <typename T>
@@ -100,20 +105,20 @@ struct FtrlRule {
    * element, |sign(z) * lamda1 - z| / ((beta + sqrt(n)) / max_lr) finite, which
    * bounds every intermediate |w_k| (the denominator only grows with wd >= 0 and
    * smaller lr, and rounding is monotonic). Otherwise the step-by-step replay.
+   * The range conditions are read from the marks of record `to` in O(1).
    */
   template <typename T>
   GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
                                         const float* fixed, int64_t from, int64_t to) {
     using namespace ops;
     if (to - from < 2) return false;
-    float max_lr = 0.0f;
-    for (int64_t t = from + 1; t <= to; ++t) {
-      const float* rec = history + t * kNumStep;
-      if (!(rec[0] > 0.0f && is_finite(rec[0]) && rec[1] >= 0.0f && is_finite(rec[1]))) {
-        return false;
-      }
-      max_lr = rec[0] > max_lr ? rec[0] : max_lr;
+    const float* last_record = history + to * kNumStep;
+    // No odd step in from+1..to (a NaN mark compares false), and a bound on their lr.
+    if (!(static_cast<double>(last_record[kLastOddStep]) <= static_cast<double>(from))) {
+      return false;
     }
+    const float max_lr = last_record[kMaxLr];
+    if (!(max_lr > 0.0f && is_finite(max_lr))) return false;
     const Scalars<T> first = scalars<T>(history + (from + 1) * kNumStep, fixed, 1.0f);
     const Scalars<T> last = scalars<T>(history + to * kNumStep, fixed, 1.0f);
     const T lr_bound = static_cast<T>(max_lr);
