@@ -310,3 +310,88 @@ def test_stale_gradient_row_is_an_error():
     with pytest.raises(mx.base.MXNetError, match="not before this update's step"):
         mx.nd.gluon_sparse_sgd_mom_deferred_update(w, g2, mom, last, history, out=w, step=2,
                                                    **kw).wait_to_read()
+
+
+@pytest.mark.parametrize("name", ["sparsenag", "sparsesgd"])
+def test_estimator_trains_family_optimizer_deferred(name):
+    """The estimators run every optimizer of the family deferred, and predict caught-up rows."""
+    import scipy.sparse as sp
+
+    from gluon_sparse.sklearn import SparseMLPClassifier
+
+    rng = np.random.default_rng(6)
+    X = sp.random(60, 200, density=0.03, format="csr", random_state=6, dtype=np.float32)
+    y = rng.integers(0, 2, 60)
+    est = SparseMLPClassifier(hidden_layer_sizes=(4,), optimizer=name, max_iter=3, batch_size=10,
+                              alpha=1e-3, random_state=0).fit(X, y)
+    optimizer = est._trainer._optimizer
+    assert type(optimizer).__name__.lower() == name and optimizer.deferred
+    assert deferred.state_bytes(est._trainer) > 0
+    proba = est.predict_proba(X)
+    assert proba.shape == (60, 2) and np.isfinite(proba).all()
+
+
+@pytest.mark.parametrize("ours", [SparseNAG, SparseSGD])
+def test_serial_equals_parallel(ours):
+    """The generic CPU paths give each element to one thread: any team, the same bits."""
+    from gluon_sparse import _native
+
+    cfg = dict(momentum=0.9, wd=0.03, clip_gradient=0.5, rescale_grad=0.7)
+    runs = []
+    try:
+        for grain, threads in ((1 << 60, 1), (1, 2)):  # serial, then parallel everywhere
+            _native._set_parallelism(grain, threads)
+            w_eager = mx.nd.array(np.random.default_rng(8).standard_normal((ROWS, COLS)))
+            opt = ours(**_kwargs(cfg))
+            s = opt.create_state(0, w_eager)
+            w, state, _, _ = _deferred_run(cfg, "float32", 80, 30, ours, mx.optimizer.SGD)
+            state.flush()
+            for rows in _schedule(np.random.default_rng(9), 20):
+                opt.update(0, w_eager, _grad(np.random.default_rng(len(rows)), rows, "float32"), s)
+            runs.append([w.asnumpy(), state.mom.asnumpy(), w_eager.asnumpy()])
+    finally:
+        _native._set_parallelism(0, 0)
+    for serial, parallel in zip(*runs):
+        np.testing.assert_array_equal(serial.view(np.int32), parallel.view(np.int32))
+
+
+def test_python_rule_disagreeing_with_cpp_rule_is_refused():
+    from gluon_sparse.optimizer._family import Rule
+
+    class Wrong(Rule):
+        name = "sgd_mom"
+        state_names = ("mom", "extra")  # the C++ rule has one state
+        fixed_names = ("momentum",)
+        step_names = ("lr", "wd", "clip_gradient")
+
+    w = mx.nd.ones((ROWS, COLS))
+    with pytest.raises(RuntimeError, match="Python Rule and the C\\+\\+ rule"):
+        DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)
+    with pytest.raises(RuntimeError, match="no rule 'nope'"):
+        Wrong.name = "nope"
+        DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)
+
+
+@CLASSES
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_absent_for_a_thousand_steps_replay_exactly(dtype, ours, theirs):
+    """Rows touched at the first step and then only after 1500 steps (momentum and wd decay)."""
+    cfg = dict(momentum=0.9, wd=0.01, clip_gradient=None, rescale_grad=1.0)
+    rng = np.random.default_rng(10)
+    w0 = rng.standard_normal((ROWS, COLS)).astype(dtype)
+    opt, ref = ours(**_kwargs(cfg, lr=0.02)), theirs(**_kwargs(cfg, lr=0.02))
+    rule = opt._rule()
+    w, w_ref = mx.nd.array(w0, dtype=dtype), mx.nd.array(w0, dtype=dtype)
+    state = DeferredRuleState(w, rule, rule.fixed(opt),
+                              [mx.nd.zeros((ROWS, COLS), dtype=dtype) for _ in rule.state_names])
+    s_ref = ref.create_state(0, w_ref)
+    for t in range(1501):
+        rows = np.arange(0, 20) if t in (0, 1500) else np.array([0])
+        g = _grad(rng, rows, dtype)
+        opt._update_count(0)
+        state.update(w, g, opt._index_update_count[0], rule.step(opt, 0), opt.rescale_grad,
+                     catch_up=True)
+        ref.update(0, w_ref, g.tostype("default"), s_ref)
+    state.flush()
+    _assert_equal(w, w_ref, "weight")
+    _assert_equal(state.mom, s_ref, "momentum")

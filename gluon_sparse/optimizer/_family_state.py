@@ -99,11 +99,19 @@ class DeferredRuleState(_registry.RegisteredState):
         states = (ctypes.c_void_p * max(1, len(self.states)))(
             *[_registry.data_pointer(a) for a in self.states])
         fixed = (ctypes.c_float * max(1, len(self.fixed)))(*self.fixed.values())
-        return _registry.library().gluon_sparse_deferred_register_rule(
+        status = _registry.library().gluon_sparse_deferred_register_rule(
             pointer, owner, self.rule.encode(), states, len(self.states),
             _registry.data_pointer(self.last_step), _registry.data_pointer(self.history),
             self.history.shape[0], self.history.shape[1], fixed, len(self.fixed), num_rows, cols,
             dtype, device, self.step)
+        if status == -3:
+            raise RuntimeError(
+                "the operator library has no rule %r with %d states, %d fixed and %d step "
+                "scalars: the Python Rule and the C++ rule (optim_rule_%s.h) disagree, or the "
+                "library predates the rule (rebuild it)" % (self.rule, len(self.states),
+                                                           len(self.fixed), self.history.shape[1],
+                                                           self.rule))
+        return status
 
     # ------------------------------------------------------------------ steps
     def update(self, weight, grad, step, scalars, rescale_grad, catch_up=False):

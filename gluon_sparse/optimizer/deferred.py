@@ -54,7 +54,7 @@ from . import _parameter_hooks, _registry
 from ._registry import RegisteredState, registered_count
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
-           "registered_count", "remember_state"]
+           "registered_count"]
 
 logger = logging.getLogger(__name__)
 

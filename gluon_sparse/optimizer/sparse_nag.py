@@ -3,7 +3,7 @@ import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
 
-__all__ = ["SparseNAG", "NagRule", "NagPlainRule", "NAG", "NAG_PLAIN"]
+__all__ = ["SparseNAG"]
 
 
 class NagRule(Rule):

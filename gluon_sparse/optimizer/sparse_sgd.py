@@ -3,7 +3,7 @@ import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
 
-__all__ = ["SparseSGD", "SgdMomRule", "SgdRule", "SGD_MOM", "SGD"]
+__all__ = ["SparseSGD"]
 
 
 class SgdMomRule(Rule):

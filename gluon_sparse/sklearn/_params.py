@@ -8,8 +8,6 @@ Adam's pending rows.
 import mxnet as mx
 import numpy as np
 
-from ..optimizer import flush as flush_deferred
-
 __all__ = ["module_param_arrays", "module_param_ndarrays", "initialize_param",
            "set_module_params"]
 
@@ -24,7 +22,7 @@ def module_param_ndarrays(module):
     made: a model directory's save reads them a block of rows at a time.
     """
     params = module._collect_params_with_prefix()
-    flush_deferred(params.values())
+    # data() brings deferred rows up to date first (optimizer/_parameter_hooks.py).
     return {name: param.data() for name, param in params.items()}
 
 

@@ -27,7 +27,7 @@ from sklearn.utils.validation import _check_sample_weight
 from tqdm.auto import tqdm
 
 from ..data import CSRDataset, SparseDataLoader
-from ..optimizer import flush as flush_deferred
+from ..optimizer import supports_deferred
 from ._context import parse_context
 
 logger = logging.getLogger(__name__)
@@ -90,9 +90,10 @@ class TrainingMixin:
                 if name.endswith("bias"):
                     param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
             optimizer_params = {"learning_rate": self.learning_rate_init}
-            if optimizer == "sparseadam":
-                # Standard Adam at lazy-Adam cost: updates of rows absent from a
-                # batch are replayed exactly when the rows are next read.
+            if supports_deferred(optimizer):
+                # The standard update at lazy cost (any optimizer of the family):
+                # updates of rows absent from a batch are replayed exactly when
+                # the rows are next read.
                 optimizer_params["deferred"] = True
             self._trainer = gluon.Trainer(module.collect_params(), optimizer, optimizer_params,
                                           kvstore=None)
@@ -228,7 +229,7 @@ class TrainingMixin:
         summed weighted loss plus ``0.5 * alpha * ||W||^2`` per step, over the
         total weight. As MLPClassifier's (unweighted), except that ``||W||``
         is taken once, at the end of the epoch, rather than before every step:
-        under deferred Adam that needs every row up to date, a replay of all
+        under a deferred optimizer that needs every row up to date, a replay of all
         the epoch's skipped steps, and it is paid once per epoch.
 
         Parameters
@@ -249,7 +250,6 @@ class TrainingMixin:
         """``||W||^2`` over every penalised parameter (all but the biases), as an NDArray."""
         params = [param for name, param in self._get_module().collect_params().items()
                   if not name.endswith("bias")]
-        flush_deferred(params)
         squares = [mx.nd.zeros((1,), ctx=self._ctx)]
         for param in params:
             flat = param.data().reshape((-1,))
@@ -277,14 +277,13 @@ class TrainingMixin:
     def _copy_params(self):
         """Copies of every parameter, up to date, on the device (asynchronous, no host trip)."""
         params = self._get_module()._collect_params_with_prefix()
-        flush_deferred(params.values())
+        # data() brings deferred rows up to date first (optimizer/_parameter_hooks.py).
         return {name: param.data().copy() for name, param in params.items()}
 
     def _restore_params(self, copies):
         """Put :meth:`_copy_params`' copies back."""
         params = self._get_module()._collect_params_with_prefix()
-        # Every row up to date first: a row left behind would have the steps it
-        # skipped since the copy replayed onto the restored values when next read.
-        flush_deferred(params.values())
+        # set_data brings every deferred row up to date before it writes (a row
+        # left behind would have the steps it skipped replayed onto the copy).
         for name, param in params.items():
             param.set_data(copies[name])

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from ..data import csr_to_ndarray
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ..nn.sparse_output import _flush_deferred
+from ..optimizer import supports_deferred
 from ._base import BaseSparseNet
 from ._context import parse_context
 from ._hyperparams import estimator_init
@@ -110,8 +111,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     validation_fraction : float, default 0.1
     n_iter_no_change : int, default 2
     optimizer : str, default 'sparseadam'
-        With 'sparseadam', deferred standard Adam (rows not sampled follow
-        standard Adam exactly, at a cost proportional to the rows read).
+        With 'sparseadam' (or any optimizer of gluon-sparse's family, e.g.
+        'sparsesgd'), exact deferred updates (rows not sampled follow the
+        standard update exactly, at a cost proportional to the rows read).
     ctx : str or mxnet.Context, default 'cpu'
 
     Attributes
@@ -207,7 +209,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 if name.endswith("bias"):
                     param.wd_mult = 0.0
             options = {"learning_rate": self.learning_rate_init}
-            if optimizer == "sparseadam":
+            if supports_deferred(optimizer):
                 options["deferred"] = True
             self._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
         self._train(X, self._internal(Y), sample_weight, incremental)

@@ -77,7 +77,10 @@ _NET_PARAMETERS_DOC = """
     n_iter_no_change : int, default 10
         Epochs without improvement before stopping.
     optimizer : str, default 'sparseadam'
-        Name of a registered MXNet optimizer.
+        Name of a registered MXNet optimizer. gluon-sparse's ('sparseadam',
+        'sparsesgd', 'sparsenag', ...: see
+        :func:`gluon_sparse.optimizer.supports_deferred`) run with exact
+        deferred updates (``deferred=True``).
     ctx : str or mxnet.Context, default 'cpu'
         Device: 'cpu', 'gpu', 'gpu:N' or a context.
 

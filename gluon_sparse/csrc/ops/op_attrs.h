@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dmlc/strtonum.h"
 #include "mxnet/lib_api.h"
 
 namespace gluon_sparse {
@@ -32,9 +33,34 @@ using Compute = mxnet::ext::MXReturnValue(const Attrs& attrs,
 /*! \brief Attributes MXNet adds itself (__ext_dtype__, __profiler_scope__, ...). */
 inline bool is_framework_attr(const std::string& key) { return key.rfind("__", 0) == 0; }
 
-/*! \brief `text` as a C float, exactly as MXNet's parameter structs parse it. */
+/*!
+ * \brief `text` as a C float, exactly as MXNet's parameter structs parse a
+ *        `float` field (dmlc::stof, dmlc-core's own parser).
+ *
+ * dmlc's parser is not always correctly rounded: '7.51420425227274e-05' gives
+ * the float one unit below std::strtof's. An update whose lr MXNet parsed
+ * that way is then bitwise MXNet's only if ours parses it the same way.
+ */
 inline bool parse_float(const char* op, const std::string& key, const std::string& text,
                         float* out) {
+  errno = 0;
+  char* end = nullptr;
+  const float value = dmlc::strtof_check_range(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+/*!
+ * \brief `text` as a C float, as MXNet parses an element of a `Tuple<float>`
+ *        field (std::istream >> float: correctly rounded, as std::strtof),
+ *        e.g. the `lrs` and `wds` of multi_sgd_update.
+ */
+inline bool parse_float_rounded(const char* op, const std::string& key, const std::string& text,
+                                float* out) {
   errno = 0;
   char* end = nullptr;
   const float value = std::strtof(text.c_str(), &end);

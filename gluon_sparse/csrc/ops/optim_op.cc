@@ -58,7 +58,9 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
     const int s = kind == OpKind::kFlush ? -1 : index_of(info.step_names, info.num_step, kv.first);
     const int f = index_of(info.fixed_names, info.num_fixed, kv.first);
     bool ok = true;
-    if (s >= 0) {
+    if (s >= 0 && info.step_parse != nullptr && info.step_parse[s] == Parse::kTupleElement) {
+      ok = ops::parse_float_rounded(op, kv.first, kv.second, &p->step_scalars[s]);
+    } else if (s >= 0) {
       ok = ops::parse_float(op, kv.first, kv.second, &p->step_scalars[s]);
     } else if (f >= 0) {
       ok = ops::parse_float(op, kv.first, kv.second, &p->fixed[f]);

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mxnet/lib_api.h"
@@ -51,13 +52,26 @@ struct RuleInfo {
   int num_step;
   const char* const* step_names;
   const float* step_defaults;
+  const Parse* step_parse;  //!< null: every step scalar is a field (Parse::kField)
+};
+
+// Detects the optional `kStepParse`.
+template <class Rule, class = void>
+struct StepParse {
+  static constexpr const Parse* value = nullptr;
+};
+template <class Rule>
+struct StepParse<Rule, std::void_t<decltype(Rule::kStepParse)>> {
+  static_assert(sizeof(Rule::kStepParse) / sizeof(Parse) == Rule::kNumStep,
+                "kStepParse needs one entry per step scalar");
+  static constexpr const Parse* value = Rule::kStepParse;
 };
 
 template <class Rule>
 constexpr RuleInfo rule_info() {
   return {Rule::kName,      Rule::kNumStates,    Rule::kStateNames, Rule::kNumFixed,
           Rule::kFixedNames, Rule::kFixedDefaults, Rule::kNumStep,    Rule::kStepNames,
-          Rule::kStepDefaults};
+          Rule::kStepDefaults, StepParse<Rule>::value};
 }
 
 /*! \brief "gluon_sparse_<name>_update" and its siblings. */

@@ -48,11 +48,17 @@ template <class Rule, bool kHasGrad, typename T>
 inline void step_row(int64_t cols, T* __restrict__ w, const StatePtrs<T>& states,
                      const T* __restrict__ grad, const typename Rule::template Scalars<T>& sc) {
   constexpr int n = Rule::kNumStates;
+  // Local copies: the compiler then knows no store to a row aliases a scalar or a
+  // state pointer, so it hoists the rules' loop-invariant branches (clip or not)
+  // out of the loop and vectorises it.
+  const typename Rule::template Scalars<T> local = sc;
+  T* p[RuleTraits<Rule>::kStateSlots];
+  for (int k = 0; k < n; ++k) p[k] = states.p[k];
   for (int64_t j = 0; j < cols; ++j) {
     T s[RuleTraits<Rule>::kStateSlots];
-    for (int k = 0; k < n; ++k) s[k] = states.p[k][j];
-    Rule::template apply<kHasGrad, T>(kHasGrad ? grad[j] : T(0), w + j, s, sc);
-    for (int k = 0; k < n; ++k) states.p[k][j] = s[k];
+    for (int k = 0; k < n; ++k) s[k] = p[k][j];
+    Rule::template apply<kHasGrad, T>(kHasGrad ? grad[j] : T(0), w + j, s, local);
+    for (int k = 0; k < n; ++k) p[k][j] = s[k];
   }
 }
 

@@ -36,6 +36,8 @@
  *   GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step,
  *                                                         const float* fixed);
  *
+ * - `Scalars<T>` may be a member template struct or an alias template
+ *   (`template <typename T> using Scalars = SgdScalars<T>;`) shared by rules.
  * - C++ forbids empty arrays: a rule without states (kNumStates 0) or fixed
  *   scalars writes `kStateNames[] = {nullptr}` (the framework reads only the
  *   first kNum* entries). kNumStates <= kMaxStates, kNumFixed <= kMaxFixed,
@@ -66,6 +68,14 @@
  *   step-by-step replay (nothing written). Must equal the step-by-step replay
  *   bitwise (test it so). Called on the host and in CUDA (one thread a row).
  *
+ * - Optional: `static constexpr Parse kStepParse[] = {...};` (kNumStep
+ *   entries): how MXNet's reference operator parses each step scalar from its
+ *   text. Parse::kField (the default for every scalar when the member is
+ *   absent): a `float` parameter field, dmlc::stof, which is not always
+ *   correctly rounded; Parse::kTupleElement: an element of a `Tuple<float>`
+ *   field (std::istream, correctly rounded), e.g. multi_sgd_update's lrs and
+ *   wds. Fixed scalars and rescale_grad are always parsed as fields.
+ *
  * Exactness: write the arithmetic only with the helpers below (ops::mul, add,
  * sub, div, sqrt_rn, clip), in the order MXNet's kernel writes it: nvcc never
  * contracts them into fused multiply-adds, so CUDA equals CPU bit for bit, and
@@ -91,6 +101,9 @@ namespace optim {
 constexpr int kMaxStates = 4;
 constexpr int kMaxFixed = 8;
 constexpr int kMaxStep = 8;
+
+/*! \brief How MXNet parses a scalar's text (a rule's optional kStepParse, see above). */
+enum class Parse { kField, kTupleElement };
 
 }  // namespace optim
 

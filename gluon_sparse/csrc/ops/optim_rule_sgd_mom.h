@@ -55,6 +55,9 @@ struct SgdMomRule {
   static constexpr int kNumStep = 3;
   static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient"};
   static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f};
+  // mx.optimizer.SGD passes lr and wd in multi_sgd(_mom)_update's lrs/wds tuples.
+  static constexpr Parse kStepParse[] = {Parse::kTupleElement, Parse::kTupleElement,
+                                         Parse::kField};
 
   template <typename T>
   using Scalars = SgdScalars<T>;
