@@ -183,24 +183,25 @@ def _replay_cases(rng, count):
                                [-0.1, np.inf, np.nan])
         if trial % 3:
             wds[:] = 0.0  # wd = 0 throughout: the case the hook is for
-        moving = ~((wds == 0) & (lrs > 0) & np.isfinite(lrs))
-        history = np.stack([lrs, wds, np.full(steps + 1, -1, np.float32),
+        eps = np.full(steps + 1, (1e-7, 1e-8, 0.0)[trial % 3], np.float32)
+        moving = ~((wds == 0) & (lrs > 0) & np.isfinite(lrs) & (eps > 0))
+        history = np.stack([lrs, wds, np.full(steps + 1, -1, np.float32), eps,
                             last_step_marks(moving)], 1).astype(np.float32)
         if trial % 10 == 9:
-            history[:, 3] = np.nan  # mark unknown (the op's default)
+            history[:, 4] = np.nan  # mark unknown (the op's default)
         weight = rng.standard_normal(cols).astype(dtype)
         hist = np.abs(rng.standard_normal(cols)) * (trial % 4 != 0)
         if trial % 7 == 0:
             weight[0], hist[1] = rng.choice([np.inf, np.nan, -0.0]), rng.choice([-0.0, np.nan])
         start = int(rng.integers(0, steps))
-        yield (weight, hist[None].astype(dtype), history, [(1e-7, 1e-8, 0.0)[trial % 3]], start,
+        yield (weight, hist[None].astype(dtype), history, [], start,
                int(rng.integers(start, steps + 1)))
 
 
 def test_replay_hook_equals_step_by_step(harness):
     """AdaGradRule::replay_row (nothing moves over steps with wd = 0) is bitwise the replay
     of every step, and refuses where a step would move something (wd != 0, lr <= 0 or not
-    finite, eps = 0 with history 0, a -0 or NaN history, a weight that is not finite)."""
+    finite, eps = 0, a -0 or NaN history, a weight that is not finite)."""
     taken = check_replay_hook(harness, "adagrad", _replay_cases(np.random.default_rng(0), 4000))
     assert taken > 1000
 

@@ -17,7 +17,7 @@ import math
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
-from ._mxnet_scalars import param_float, scalar_float32
+from ._mxnet_scalars import scalar_float32
 from ._replay_marks import last_step_where
 
 __all__ = ["SparseAdaGrad"]
@@ -42,24 +42,23 @@ class AdaGradRule(Rule):
 
     name = "adagrad"
     state_names = ("history",)
-    fixed_names = ("epsilon",)
-    # last_moving_step: a mark for the O(1) catch-up (AdaGradRule::replay_row).
-    step_names = ("lr", "wd", "clip_gradient", "last_moving_step")
-
-    # The dense path's scalars as its ops use them (see _mxnet_scalars): eps, wd
-    # and -lr are scalar-op operands (a double cast to float32), clip_gradient
-    # the float bounds of `clip`.
-    def fixed(self, optimizer):
-        return {"epsilon": scalar_float32(optimizer.float_stable_eps)}
+    # eps is a step scalar: the rule parses it correctly rounded (fixed scalars
+    # are parsed as MXNet's float fields, which could not carry every float32).
+    step_names = ("lr", "wd", "clip_gradient", "epsilon", "last_moving_step")
 
     def step(self, optimizer, index):
+        # lr, wd and eps are operands of the dense path's scalar ops, which parse
+        # a double and cast it to float32: pass that float32 (its repr is exact).
+        # clip_gradient is clip's float field: pass it as MXNet does (its text).
         # The dense path clips whenever clip_gradient is not None (0 clips to 0).
         clip = optimizer.clip_gradient
         lr = scalar_float32(optimizer._get_lr(index))
         wd = scalar_float32(optimizer._get_wd(index))
+        eps = scalar_float32(optimizer.float_stable_eps)
         # AdaGradRule::step_is_identity: a step without gradient moves nothing.
-        identity = wd == 0 and 0 < lr < math.inf
-        return {"lr": lr, "wd": wd, "clip_gradient": -1.0 if clip is None else param_float(clip),
+        identity = wd == 0 and 0 < lr < math.inf and eps > 0
+        return {"lr": lr, "wd": wd, "clip_gradient": -1.0 if clip is None else float(clip),
+                "epsilon": eps,
                 "last_moving_step": last_step_where(optimizer, "adagrad.moving", index,
                                                     not identity)}
 

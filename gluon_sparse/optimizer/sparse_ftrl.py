@@ -33,19 +33,19 @@ class FtrlRule(Rule):
     # max_lr, last_odd_step: marks for the O(1) catch-up (FtrlRule::replay_row).
     step_names = ("lr", "wd", "clip_gradient", "max_lr", "last_odd_step")
 
-    # FtrlParam's float fields hold what MXNet's parser makes of str(value),
-    # not always the nearest float32 (see _mxnet_scalars).
+    # The scalars go as text, as mx.optimizer.Ftrl passes them: the library
+    # parses them as FtrlParam's float fields (dmlc, not always correctly rounded).
     def fixed(self, optimizer):
-        return {"lamda1": param_float(optimizer.lamda1), "beta": param_float(optimizer.beta)}
+        return {"lamda1": float(optimizer.lamda1), "beta": float(optimizer.beta)}
 
     def step(self, optimizer, index):
         # mx.optimizer.Ftrl passes clip_gradient only when truthy and the kernel
         # clips when it is >= 0: 0 and negative values mean no clipping.
-        scalars = {name: param_float(value)
-                   for name, value in self.lr_wd_clip(optimizer, index).items()}
-        lr, wd = scalars["lr"], scalars["wd"]
+        scalars = self.lr_wd_clip(optimizer, index)
+        lr, wd = param_float(scalars["lr"]), param_float(scalars["wd"])  # as parsed
         odd = not (0 < lr < math.inf and 0 <= wd < math.inf)
-        scalars["max_lr"] = running_max(optimizer, "ftrl.max_lr", index, lr)
+        # Twice the largest lr: a bound whatever the parse of its text.
+        scalars["max_lr"] = 2.0 * running_max(optimizer, "ftrl.max_lr", index, lr)
         scalars["last_odd_step"] = last_step_where(optimizer, "ftrl.odd", index, odd)
         return scalars
 

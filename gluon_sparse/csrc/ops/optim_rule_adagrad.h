@@ -9,11 +9,11 @@
  *   div     = g / sqrt(history + eps)
  *   w       = w + (div + w * wd) * (-lr)
  *
- * Bitwise equal to MXNet's float32 results (the scalars go through a C float
- * here and through double -> float there: the same value). In float64 MXNet
- * keeps the Python doubles, this rule the float-rounded ones: equal within
- * float rounding of the scalars (MXNet's own AdaGrad cannot run float64: its
- * create_state makes a float32 history).
+ * Bitwise equal to MXNet's float32 results: each scalar is the float32 that
+ * MXNet's op uses (Python rounds it as MXNet parses it, see kStepNames). In
+ * float64 MXNet keeps the (parsed) doubles, this rule the float32 ones: equal
+ * within float rounding of the scalars (MXNet's own AdaGrad cannot run
+ * float64 anyway: its create_state makes a float32 history).
  *
  * A row absent from the gradient steps with g = 0: the history does not move
  * and, with wd == 0, neither does the weight (lazy and standard AdaGrad agree);
@@ -35,15 +35,21 @@ struct AdaGradRule {
   static constexpr const char* kName = "adagrad";
   static constexpr int kNumStates = 1;
   static constexpr const char* kStateNames[] = {"history"};
-  static constexpr int kNumFixed = 1;
-  static constexpr const char* kFixedNames[] = {"epsilon"};
-  static constexpr float kFixedDefaults[] = {1e-7f};
-  // last_moving_step: a running mark for replay_row (optimizer/_replay_marks.py), the last
-  // step whose record is not step_is_identity (rounded up to float); NAN: unknown.
-  static constexpr int kNumStep = 4;
-  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient", "last_moving_step"};
-  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f, NAN};
-  static constexpr int kLastMovingStep = 3;
+  static constexpr int kNumFixed = 0;  // eps is a step scalar: it needs a correctly rounded parse
+  static constexpr const char* kFixedNames[] = {nullptr};
+  static constexpr float kFixedDefaults[] = {0.0f};
+  // lr, wd, epsilon: operands of MXNet's scalar ops (a double cast to float32), which
+  // optimizer/sparse_adagrad.py rounds and passes as exact float32 text; clip_gradient:
+  // clip's float field. last_moving_step: a running mark for replay_row
+  // (optimizer/_replay_marks.py), the last step whose record is not step_is_identity
+  // (rounded up to float); NAN: unknown.
+  static constexpr int kNumStep = 5;
+  static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient", "epsilon",
+                                               "last_moving_step"};
+  static constexpr float kStepDefaults[] = {NAN, 0.0f, -1.0f, 1e-7f, NAN};
+  static constexpr Parse kStepParse[] = {Parse::kTupleElement, Parse::kTupleElement,
+                                         Parse::kField, Parse::kTupleElement, Parse::kField};
+  static constexpr int kLastMovingStep = 4;
   static constexpr bool kHasReplayRow = true;
 
   template <typename T>
@@ -53,9 +59,8 @@ struct AdaGradRule {
   };
 
   template <typename T>
-  GS_HOST_DEVICE static Scalars<T> scalars(const float* step, const float* fixed,
-                                           float rescale_grad) {
-    return {static_cast<T>(-step[0]), static_cast<T>(step[1]), static_cast<T>(fixed[0]),
+  GS_HOST_DEVICE static Scalars<T> scalars(const float* step, const float*, float rescale_grad) {
+    return {static_cast<T>(-step[0]), static_cast<T>(step[1]), static_cast<T>(step[3]),
             static_cast<T>(rescale_grad), static_cast<T>(step[2])};
   }
 
@@ -74,35 +79,36 @@ struct AdaGradRule {
 
   /*!
    * \brief A step without gradient and with wd == 0 leaves every element with
-   *        history >= 0 and a finite weight unchanged: g = +0, history + 0 =
+   *        history >= 0 and a finite weight unchanged (eps > 0): g = +0, history + 0 =
    *        history, div = +0 (eps > 0), div + w * 0 = +0, +0 * -lr = -+0 and
    *        w + -0 = w (w == -0 included: -0 * 0 = -0, +0 + -0 = +0, +0 * -lr = -0).
    *        lr must be finite (+0 * inf is NaN); lr <= 0 is left to the step
    *        by step replay (lr = -0 gives -lr = +0, which turns a -0 weight into +0).
    */
-  GS_HOST_DEVICE static bool step_is_identity(const float* step, const float* fixed) {
-    return step[1] == 0.0f && step[0] > 0.0f && ops::is_finite(step[0]) && fixed[0] > 0.0f;
+  GS_HOST_DEVICE static bool step_is_identity(const float* step) {
+    return step[1] == 0.0f && step[0] > 0.0f && ops::is_finite(step[0]) && step[3] > 0.0f;
   }
 
-  GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step, const float* fixed) {
-    return step_is_identity(step, fixed);
+  GS_HOST_DEVICE static bool zero_state_is_fixed_point(const float* step, const float*) {
+    return step_is_identity(step);
   }
 
   /*!
    * \brief The replay of from+1..to when every one of those steps is an identity
    *        (wd == 0 throughout): nothing moves, whatever the history holds, so a
    *        row touched long ago costs one look at the mark of record `to` and one
-   *        pass over its elements instead of a pass per step. Rows whose history is not > 0 or +0, or whose weight
-   *        is not finite, and ranges with a step that has wd != 0, are left to the
-   *        step-by-step replay (each wd step rounds; there is no closed form).
+   *        pass over its elements instead of a pass per step. Rows whose history
+   *        is not > 0 or +0, or whose weight is not finite, and ranges with a step
+   *        that is not an identity (e.g. wd != 0) are left to the step-by-step
+   *        replay (each wd step rounds; there is no closed form).
    */
   template <typename T>
   GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
-                                        const float* fixed, int64_t from, int64_t to) {
+                                        const float*, int64_t from, int64_t to) {
     // Every step of from+1..to is an identity when the last one that is not came at or
-    // before `from` (a NaN mark compares false); eps is fixed: check it here.
+    // before `from` (a NaN mark compares false).
     const double last_moving = history[to * kNumStep + kLastMovingStep];
-    if (!(last_moving <= static_cast<double>(from)) || !(fixed[0] > 0.0f)) return false;
+    if (!(last_moving <= static_cast<double>(from))) return false;
     for (int64_t j = 0; j < cols; ++j) {
       // history + eps > 0 needs history >= 0 (false for NaN), and -0 + +0 would
       // turn a -0 history into +0; 0 * w needs w finite.

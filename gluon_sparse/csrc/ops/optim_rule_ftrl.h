@@ -8,7 +8,8 @@
  *   w = ((sign(z) * lamda1 - z) / ((beta + sqrt(n)) / lr + wd)) * (|z| > lamda1)
  *
  * Bitwise equal to MXNet on CPU in float32 and float64 (its FtrlParam holds C
- * floats that the kernel casts to the weight's type, as scalars() does).
+ * floats, parsed by dmlc as the framework parses ours, that the kernel casts to
+ * the weight's type, as scalars() does).
  *
  * A row absent from the gradient steps with g = 0: z and n do not move, but w
  * is recomputed from (z, n) with this step's lr and wd. So the first standard
@@ -36,9 +37,11 @@ struct FtrlRule {
   static constexpr int kNumFixed = 2;
   static constexpr const char* kFixedNames[] = {"lamda1", "beta"};
   static constexpr float kFixedDefaults[] = {0.01f, 1.0f};
+  // lr, wd, clip_gradient: FtrlParam's float fields (parsed as MXNet parses them).
   // max_lr and last_odd_step are running marks for replay_row (optimizer/_replay_marks.py):
-  // the largest lr so far and the last step with lr <= 0, lr or wd not finite, or wd < 0
-  // (rounded up to float). Defaults (NAN) make replay_row fall back on the step-by-step replay.
+  // a bound on every lr so far and the last step with lr <= 0, lr or wd not finite, or
+  // wd < 0 (rounded up to float). Defaults (NAN) make replay_row fall back on the
+  // step-by-step replay.
   static constexpr int kNumStep = 5;
   static constexpr const char* kStepNames[] = {"lr", "wd", "clip_gradient", "max_lr",
                                                "last_odd_step"};
