@@ -5,13 +5,18 @@ parameter structs parse it with dmlc-core's ``ParseFloat``, which is fast but
 not correctly rounded: the integer part, the fraction (at most 19 digits,
 divided in double) and the power of ten (built by repeated multiplication)
 are combined with a rounding at each step. For a ``float`` field (``lr``,
-``wd``, ``clip_gradient`` of ``ftrl_update``, ``sgd_mom_update``, ...) about
-one value in eight written with an exponent (``4.05e-05``) parses to a float32
-one unit off the nearest one, which ``np.float32(value)`` or C's ``strtof``
-give. Operators that must reproduce MXNet's kernels bit for bit therefore
-take the scalars as MXNet parses them; :func:`param_float` and
-:func:`scalar_float32` compute those values in Python (checked against
-MXNet's own parse in tests/test_optimizer_ftrl.py).
+``wd``, ``clip_gradient`` of ``ftrl_update``, ...) about one value in four
+written with an exponent (``4.05e-05``) parses to a float32 one unit off the
+nearest one, which ``np.float32(value)`` or C's ``strtof`` give.
+
+The family's operators parse their float fields with dmlc's own parser
+(csrc/ops/op_attrs.h), so a rule that passes MXNet's text gets MXNet's value.
+These Python models serve where Python must know that value itself:
+:func:`param_float` (a float field, e.g. to decide whether an FTRL step is
+odd, see sparse_ftrl.py) and :func:`scalar_float32` (the float32 operand of a
+scalar op such as ``weight * wd``, which parses a double and casts it: what
+AdaGrad's dense path uses, see sparse_adagrad.py). Both are checked against
+MXNet's own parse in tests/test_optimizer_ftrl.py.
 """
 import math
 
