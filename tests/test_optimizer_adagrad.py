@@ -219,3 +219,25 @@ def test_replay_marks_round_up_beyond_float_precision():
     assert last_step_where(opt, "k", 0, False) == mark  # unchanged without the property
     assert [running_max(opt, "m", 0, v) for v in (0.1, float("nan"), 0.05, 0.2)] == [
         0.1, 0.1, 0.1, 0.2]
+
+
+def test_float16_takes_mxnet_dense_path():
+    """Gradients the operators do not take (float16 weights without multi_precision) get
+    MXNet's dense-gradient update, the standard one, also with wd > 0 (which MXNet's lazy
+    row_sparse adagrad_update refuses)."""
+    dtype = "float16"
+    init = _init(8, 3, dtype)
+    kwargs = dict(wd=0.05, clip_gradient=0.5, learning_rate=0.1)
+    ours, theirs = SparseAdaGrad(**kwargs), mx.optimizer.AdaGrad(**kwargs)
+    w, w_ref = mx.nd.array(init, dtype=dtype), mx.nd.array(init, dtype=dtype)
+    state, state_ref = ours.create_state(0, w), mx.nd.zeros(init.shape, dtype=dtype)
+    assert state.dtype == np.dtype(dtype)
+    rng = np.random.default_rng(11)
+    for rows in ([1, 4], [4], [0, 7]):
+        grad = mx.nd.sparse.row_sparse_array(
+            (rng.standard_normal((len(rows), 3)).astype(dtype), rows), shape=init.shape,
+            dtype=dtype)
+        ours.update(0, w, grad, state)
+        theirs.update(0, w_ref, grad.tostype("default"), state_ref)
+    assert_bitwise([w.asnumpy(), state.asnumpy()], [w_ref.asnumpy(), state_ref.asnumpy()])
+    assert (w.asnumpy()[[2, 3, 5, 6]] != init[[2, 3, 5, 6]]).all()  # decayed without gradient

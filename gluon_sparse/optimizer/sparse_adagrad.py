@@ -133,6 +133,19 @@ class SparseAdaGrad(SparseRuleMixin, mx.optimizer.AdaGrad):
     def _rule(self):
         return ADAGRAD
 
+    def update(self, index, weight, grad, state):
+        """One AdaGrad step (routed as :class:`~gluon_sparse.optimizer.SparseRuleMixin` says).
+
+        A row_sparse gradient that the family's operators do not take (a float16
+        weight without multi_precision, int32 row indices) goes to MXNet's dense
+        path, the standard update, rather than its lazy ``adagrad_update``
+        (which also refuses ``wd > 0``), unless ``lazy_update``.
+        """
+        if (grad.stype == "row_sparse" and weight.stype == "default" and not self.lazy_update
+                and isinstance(state, mx.nd.NDArray) and not self._uses_operator(weight, grad)):
+            grad = grad.tostype("default")
+        super().update(index, weight, grad, state)
+
     def create_state(self, index, weight):
         """The history (MXNet's layout) in the weight's dtype, or a deferred state.
 
