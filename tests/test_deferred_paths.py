@@ -26,9 +26,11 @@ KINDS = ["fc", "fm"]
 # One line per optimizer configuration of the family, sorted by name: every
 # branch that adds an optimizer adds its line here.
 OPTIMIZERS = [
+    ("sparseadagrad", {"learning_rate": 0.05}),
     ("sparseadam", {"decoupled_wd": True, "learning_rate": 0.05}),
     ("sparseadam", {"learning_rate": 0.05}),
     ("sparseadamax", {"epsilon": 1e-8, "learning_rate": 0.05}),
+    ("sparseftrl", {"learning_rate": 0.05}),
     ("sparsenadam", {"learning_rate": 0.05}),
     ("sparsenag", {"learning_rate": 0.05, "momentum": 0.9}),
     ("sparsermsprop", {"learning_rate": 0.01}),

@@ -9,12 +9,15 @@ takes ``deferred=True`` (exact deferred updates, :mod:`._family`);
 from . import deferred
 from ._family import Rule, SparseRuleMixin, family_names, supports_deferred
 from .deferred import flush
+from .sparse_adagrad import SparseAdaGrad
 from .sparse_adam import SparseAdam
 from .sparse_adamax import SparseAdamax
+from .sparse_ftrl import SparseFtrl
 from .sparse_nadam import SparseNadam
 from .sparse_nag import SparseNAG
 from .sparse_rmsprop import SparseRMSProp
 from .sparse_sgd import SparseSGD
 
-__all__ = ["Rule", "SparseAdam", "SparseAdamax", "SparseNAG", "SparseNadam", "SparseRMSProp",
-           "SparseRuleMixin", "SparseSGD", "deferred", "family_names", "flush", "supports_deferred"]
+__all__ = ["Rule", "SparseAdaGrad", "SparseAdam", "SparseAdamax", "SparseFtrl", "SparseNAG",
+           "SparseNadam", "SparseRMSProp", "SparseRuleMixin", "SparseSGD", "deferred", "family_names",
+           "flush", "supports_deferred"]

@@ -10,8 +10,10 @@
 #ifndef GLUON_SPARSE_CSRC_OPS_OPTIM_RULES_H_
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULES_H_
 
+#include "optim_rule_adagrad.h"
 #include "optim_rule_adamax.h"
 #include "optim_rule_adamw.h"
+#include "optim_rule_ftrl.h"
 #include "optim_rule_nadam.h"
 #include "optim_rule_nag.h"
 #include "optim_rule_rmsprop.h"
@@ -20,8 +22,10 @@
 
 // clang-format off
 #define GLUON_SPARSE_OPTIM_RULES(X) \
+  X(gluon_sparse::optim::AdaGradRule) \
   X(gluon_sparse::optim::AdamaxRule) \
   X(gluon_sparse::optim::AdamwRule) \
+  X(gluon_sparse::optim::FtrlRule) \
   X(gluon_sparse::optim::NadamRule) \
   X(gluon_sparse::optim::NagPlainRule) \
   X(gluon_sparse::optim::NagRule) \

@@ -1,0 +1,208 @@
+"""Training runs shared by the AdaGrad and FTRL tests: one FullyConnectedSparse
+weight trained through gluon.Trainer by a Sparse<Class> optimizer, next to MXNet's
+own optimizer applied to the same gradients made dense (its standard update).
+
+The loss is ``sum(net(x) * c)``: the weight's gradient ``x^T c`` does not depend
+on the weight, so every run sees the same gradients and any difference in the
+weights or states comes from the update alone. ``x`` has one entry per row
+touched by the step, so the caller chooses which rows move and for how long
+rows stay absent.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+import gluon_sparse
+import gluon_sparse.optimizer as gs_optimizer
+from gluon_sparse.nn import FullyConnectedSparse
+
+
+def make_net(init, dtype):
+    """A bias-free FullyConnectedSparse whose (in_units, units) weight is ``init``."""
+    net = FullyConnectedSparse(init.shape[1], in_units=init.shape[0], use_bias=False,
+                               dtype=dtype)
+    net.initialize()
+    net.weight.set_data(mx.nd.array(init, dtype=dtype))
+    return net
+
+
+def batch(rng, rows, num_rows, cols, dtype):
+    """CSR ``x`` with one entry (of either sign) per row in ``rows``, and ``c``.
+
+    No rows: one empty example, so the step's gradient holds no row.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    values = (rng.uniform(0.5, 1.5, len(rows)) * rng.choice([-1, 1], len(rows))).astype(dtype)
+    if len(rows):
+        indptr = np.arange(len(rows) + 1)
+    else:
+        indptr = np.zeros(2, dtype=np.int64)
+    x = mx.nd.sparse.csr_matrix((values, rows, indptr), shape=(len(indptr) - 1, num_rows),
+                                dtype=dtype)
+    c = mx.nd.array(rng.standard_normal((len(indptr) - 1, cols)), dtype=dtype)
+    return x, c
+
+
+def train_step(net, trainer, x, c):
+    """One forward/backward/step; returns the weight's (row_sparse) gradient."""
+    with autograd.record():
+        loss = (net(x) * c).sum()
+    loss.backward()
+    grad = net.weight.grad().copy()
+    trainer.step(1)
+    return grad
+
+
+class MXNetReference:
+    """MXNet's own optimizer on a copy of the weight, given the dense gradients.
+
+    States are created in the weight's dtype (MXNet's AdaGrad and Ftrl make
+    float32 states whatever the weight, so they cannot run float64 otherwise;
+    their update ops take any float type).
+    """
+
+    def __init__(self, optimizer, init, dtype, num_states):
+        self.optimizer = optimizer
+        self.weight = mx.nd.array(init, dtype=dtype)
+        states = [mx.nd.zeros(init.shape, dtype=dtype) for _ in range(num_states)]
+        self.state = states[0] if num_states == 1 else tuple(states)
+
+    def step(self, grad):
+        self.optimizer.update(0, self.weight, grad.tostype("default"), self.state)
+
+    def arrays(self):
+        """Weight, then the states, as NumPy arrays."""
+        states = [self.state] if isinstance(self.state, mx.nd.NDArray) else list(self.state)
+        return [a.asnumpy() for a in [self.weight] + states]
+
+
+def state_arrays(trainer, index=0):
+    """The optimizer states of parameter ``index`` in MXNet's layout order, caught up."""
+    gs_optimizer.flush(trainer)
+    state = trainer._updaters[0].states[index]
+    if isinstance(state, mx.nd.NDArray):
+        arrays = [state]
+    elif isinstance(state, (tuple, list)):
+        arrays = list(state)
+    else:
+        arrays = list(state.states)
+    return [a.asnumpy() for a in arrays]
+
+
+def trained_arrays(net, trainer):
+    """Weight (read through Gluon, which catches it up), then the states."""
+    return [net.weight.data().asnumpy()] + state_arrays(trainer)
+
+
+def assert_bitwise(got, want, what=""):
+    """Equal values, NaNs in the same places, and the same signs of zeros."""
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.dtype == b.dtype, (what, k, a.dtype, b.dtype)
+        np.testing.assert_array_equal(a, b, err_msg="%s array %d" % (what, k))
+        np.testing.assert_array_equal(np.signbit(a), np.signbit(b),
+                                      err_msg="%s array %d: signs of zeros" % (what, k))
+
+
+def gap_schedule(num_rows, steps, seed, never=0.2):
+    """Rows touched at each step 1..steps: row 0 at the first and last steps only,
+    a fraction ``never`` of the rows never, the rest in small random batches, and
+    every 13th step no row at all."""
+    rng = np.random.default_rng(seed)
+    active = np.arange(1, num_rows - int(num_rows * never))
+    plan = []
+    for t in range(1, steps + 1):
+        if t in (1, steps):
+            plan.append(np.array([0]))
+        elif t % 13 == 0:
+            plan.append(np.array([], dtype=np.int64))
+        else:
+            plan.append(np.sort(rng.choice(active, min(5, len(active)), replace=False)))
+    return plan
+
+
+def run(optimizer, reference, init, dtype, plan, seed=0):
+    """Train ``optimizer`` (a Sparse<Class> instance) over ``plan`` and, if given,
+    ``reference`` (an MXNetReference) on the same gradients; returns (net, trainer)."""
+    rng = np.random.default_rng(seed)
+    net = make_net(init, dtype)
+    trainer = gluon.Trainer(net.collect_params(), optimizer, update_on_kvstore=False)
+    for rows in plan:
+        grad = train_step(net, trainer, *batch(rng, rows, init.shape[0], init.shape[1], dtype))
+        if reference is not None:
+            reference.step(grad)
+    return net, trainer
+
+
+# ------------------------------------------------------- replay_row hooks, host C++
+def build_replay_harness(out_dir):
+    """tests/rule_replay_harness.cc compiled against the rule headers; None without a compiler.
+
+    Built like the operator library (no -march: no fused multiply-adds on x86-64).
+    """
+    cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+    if cxx is None:
+        return None
+    ops = Path(gluon_sparse.__file__).parent / "csrc" / "ops"
+    out = Path(out_dir) / "rule_replay_harness.so"
+    built = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-I", str(ops),
+                            str(Path(__file__).with_name("rule_replay_harness.cc")), "-o",
+                            str(out)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return ctypes.CDLL(str(out))
+
+
+def _replay(lib, rule, weight, states, history, fixed, start, end, hook):
+    suffix = "f32" if weight.dtype == np.float32 else "f64"
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    return getattr(lib, "%s_replay_%s" % (rule, suffix))(
+        ctypes.c_int64(weight.size), ptr(weight), ptr(states), ptr(history),
+        ptr(np.asarray(fixed, np.float32)), ctypes.c_int64(start), ctypes.c_int64(end),
+        ctypes.c_int(hook))
+
+
+def check_replay_hook(lib, rule, cases):
+    """Every case replayed by the rule's replay_row hook equals the step-by-step replay
+    bitwise, and a refused case is left untouched. Returns how many the hook took.
+
+    ``cases`` yields (weight row, states (k, cols), history (steps, kNumStep) float32,
+    fixed scalars, from, to).
+    """
+    taken = 0
+    for weight, states, history, fixed, start, end in cases:
+        want_w, want_s = weight.copy(), states.copy()
+        _replay(lib, rule, want_w, want_s, history, fixed, start, end, 0)
+        got_w, got_s = weight.copy(), states.copy()
+        took = _replay(lib, rule, got_w, got_s, history, fixed, start, end, 1)
+        if took:
+            taken += 1
+            assert_bitwise([got_w, got_s], [want_w, want_s],
+                           "%s replay %d..%d" % (rule, start, end))
+        else:
+            assert_bitwise([got_w, got_s], [weight, states], "%s refused replay" % rule)
+    return taken
+
+
+def odd_history(rng, steps, odd_lrs, odd_wds):
+    """Float32 ``(lr, wd)`` of steps 0..steps (0 unused, as in the framework): decaying lrs,
+    wd mostly 0, and now and then one odd lr or wd."""
+    lrs = rng.choice([0.1, 0.05, 1e-3, 2.0], steps + 1) * (rng.random(steps + 1) ** 2 + 0.01)
+    wds = rng.choice([0.0, 0.0, 0.01, 0.1], steps + 1)
+    if rng.random() < 0.3:
+        lrs[rng.integers(1, steps + 1)] = rng.choice(odd_lrs)
+    if rng.random() < 0.2:
+        wds[rng.integers(1, steps + 1)] = rng.choice(odd_wds)
+    return lrs.astype(np.float32), wds.astype(np.float32)
+
+
+def last_step_marks(flags):
+    """Per step, the last step <= it whose flag is set (0: none), as optimizer/_replay_marks
+    writes into the records."""
+    steps = np.where(flags, np.arange(len(flags)), 0)
+    steps[0] = 0
+    return np.maximum.accumulate(steps).astype(np.float32)
