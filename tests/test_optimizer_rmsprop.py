@@ -270,15 +270,8 @@ def test_zero_clip_means_off_as_in_mxnet():
     run.check()
 
 
-_STALE_START = pytest.mark.xfail(
-    strict=True, reason="_family_state.DeferredRuleState.update starts a fresh state at step "
-    "begin_num_update + 1 but leaves last_step at 0: its rows must replay the records before the "
-    "start, which are not steps; with clip_weights they are no fixed point (the fix: "
-    "last_step[:] = step - 1 when the state starts)")
-
-
 @pytest.mark.parametrize("centered", [False, True])
-@pytest.mark.parametrize("clip_weights", [None, pytest.param(0.3, marks=_STALE_START)])
+@pytest.mark.parametrize("clip_weights", [None, 0.3])
 def test_first_update_after_begin_num_update(centered, clip_weights):
     """A state whose first update is step 6 (begin_num_update=5): the history's
     records before it were never steps, so no row may replay them (a replay would

@@ -134,9 +134,13 @@ class DeferredRuleState(_registry.RegisteredState):
         """
         self.bind(weight)
         if not self._started:
-            # A fresh state is up to date with any step before its first update: the
-            # zero records before it are replayed as fixed points or not at all.
+            # A fresh state is up to date with any step before its first update (a
+            # Trainer's begin_num_update, or a state created late): its rows start at
+            # step - 1, so the empty records before it are never replayed (with
+            # clip_weights or FTRL's recomputed weight they would not be no-ops).
             self.step = self._synced_step = step - 1
+            if step > 1:
+                self.last_step[:] = step - 1
             self._started = True
         if step != self.step + 1:
             raise RuntimeError("deferred %s: the optimizer is at update %d of this weight but its "
