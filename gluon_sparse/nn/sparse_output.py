@@ -36,12 +36,6 @@ _native.load_ops()
 _LOSSES = ("softmax", "bce")
 
 
-def _flush_deferred(params):
-    """Bring rows deferred by ``SparseAdam(deferred=True)`` up to date before a full read."""
-    from ..optimizer import deferred  # late: the optimizer package imports nothing from nn
-    deferred.flush(params)
-
-
 class SampledOutput(HybridBlock):
     r"""Output layer of ``num_labels`` labels trained with sampled candidates.
 
@@ -360,8 +354,7 @@ class SampledOutput(HybridBlock):
 
     # ------------------------------------------------------------- prediction
     def _dense_params(self, ctx):
-        params = [self.weight] + ([self.bias] if self.bias is not None else [])
-        _flush_deferred(params)
+        # data() brings rows a deferred optimizer left behind up to date.
         weight = self.weight.data(ctx)
         bias = self.bias.data(ctx).reshape((-1,)) if self.bias is not None else None
         return weight, bias

@@ -156,9 +156,11 @@ _MLP_PARAMETERS_DOC = """
     n_iter_no_change : int, default 10
         Epochs without improvement before stopping.
     optimizer : str, default 'sparseadam'
-        Name of a registered MXNet optimizer. 'sparseadam' is gluon-sparse's
-        standard (not lazy) Adam, run with exact deferred updates
-        (``SparseAdam(deferred=True)``): a step costs what the batch's rows cost.
+        Name of a registered MXNet optimizer. gluon-sparse's optimizers
+        ('sparseadam', 'sparsesgd', 'sparsenag', 'sparseadamax', 'sparsenadam',
+        'sparsermsprop', 'sparseadagrad', 'sparseftrl') run with exact deferred
+        updates (``deferred=True``): the standard, non-lazy update at a cost
+        proportional to the batch's rows.
     ctx : str or mxnet.Context, default 'cpu'
         Device: 'cpu', 'gpu', 'gpu:N' or a context.
 """

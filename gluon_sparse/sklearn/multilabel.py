@@ -25,7 +25,6 @@ from tqdm.auto import tqdm
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import csr_to_ndarray
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
-from ..nn.sparse_output import _flush_deferred
 from ..optimizer import supports_deferred
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
@@ -269,8 +268,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     def _top_k_internal(self, X, k):
         module = self._get_module()
         with self._module_lock:
-            output = module.output
-            _flush_deferred(output.collect_params().values())
+            output = module.output  # its reads (data()) bring deferred rows up to date
             ids, scores = [], []
             for start in range(0, X.shape[0], _PREDICT_ROWS):
                 h = module.hidden(csr_to_ndarray(X[start:start + _PREDICT_ROWS], np.float32,
