@@ -3,7 +3,6 @@ eager and deferred: bitwise in float32 over MXNet 1.9.1's test grid (eps, clip, 
 wd = 0 and wd > 0, float64 within the float rounding of the scalars, lr schedules, long gaps,
 never-touched rows, lazy == standard at wd = 0, reads through forward and flush,
 save/load/resume, the registry and gluon.Trainer by name."""
-import itertools
 
 import mxnet as mx
 import numpy as np
@@ -14,10 +13,11 @@ from gluon_sparse.optimizer import SparseAdaGrad
 from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
                                  check_replay_hook, gap_schedule, last_step_marks, make_net,
                                  odd_history, run, train_step, trained_arrays)
+from covering import pairwise
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_adagrad (which only has wd = 0;
 # wd > 0 added: the case MXNet's row_sparse adagrad_update rejects).
-MXNET_GRID = [dict(e + c + r + w) for e, c, r, w in itertools.product(
+MXNET_GRID = [dict(e + c + r + w) for e, c, r, w in pairwise(
     [(), (("eps", 1e-8),)], [(), (("clip_gradient", 0.4),), (("clip_gradient", 0.5),)],
     [(), (("rescale_grad", 0.14),), (("rescale_grad", 0.8),)], [(), (("wd", 0.05),)])]
 
@@ -56,7 +56,9 @@ def test_float64_bitwise_when_scalars_are_floats(deferred):
 
 
 @pytest.mark.parametrize("deferred", [False, True])
-@pytest.mark.parametrize("kwargs", [MXNET_GRID[-1], MXNET_GRID[9]], ids=str)
+@pytest.mark.parametrize("kwargs", [
+    {"eps": 1e-8, "clip_gradient": 0.5, "rescale_grad": 0.8, "wd": 0.05},
+    {"clip_gradient": 0.4, "rescale_grad": 0.14, "wd": 0.05}], ids=str)
 def test_float64_within_scalar_rounding(kwargs, deferred):
     """... and otherwise within their float rounding (relative 2**-24 on each step's terms)."""
     got, want = _runs(dict(kwargs, learning_rate=0.1), "float64", deferred,

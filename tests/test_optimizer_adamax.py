@@ -8,7 +8,6 @@ FullyConnectedSparse; save/load/resume; the registry. float32 is bitwise
 float32 rounding of the scalars (MXNet keeps them in double for float64).
 """
 import copy
-import itertools
 import logging
 
 import mxnet as mx
@@ -18,8 +17,9 @@ from mxnet import gluon
 
 import adam_variant_checks as checks
 from gluon_sparse.optimizer import SparseAdamax
+from covering import pairwise
 
-GRID = list(itertools.product(["float32", "float64"], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
+GRID = list(pairwise(["float32", "float64"], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
                               [0.0, 0.03, 0.05, 0.07]))
 # float32-rounded scalars (MXNet: double) in float64 arithmetic: ~1e-7 relative per step
 # in the step size, so ~1e-8 absolute on weights after 14 steps of lr 0.01.

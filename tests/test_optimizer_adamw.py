@@ -10,7 +10,6 @@ deferred, save/load/resume, float16 master copies (``mp_adamw_update``) and
 the registry.
 """
 import copy
-import itertools
 import math
 
 import mxnet as mx
@@ -20,6 +19,7 @@ from mxnet import gluon
 
 import adam_variant_checks as checks
 from gluon_sparse.optimizer import SparseAdam
+from covering import pairwise
 
 
 class MXNetAdamW(mx.optimizer.Optimizer):
@@ -62,7 +62,7 @@ def _adamw(**kwargs):
     return SparseAdam(decoupled_wd=True, **kwargs)
 
 
-GRID = list(itertools.product(["float32", "float64"], [None, 0.4, 10.0], [1.0, 0.14, 0.8],
+GRID = list(pairwise(["float32", "float64"], [None, 0.4, 10.0], [1.0, 0.14, 0.8],
                               [0.0, 0.03, 0.1]))
 
 

@@ -9,7 +9,6 @@ advanced at every update of any weight (here weight and bias alternate).
 float32 is bitwise; float64 within float32 rounding of the scalars.
 """
 import copy
-import itertools
 
 import mxnet as mx
 import numpy as np
@@ -18,8 +17,9 @@ from mxnet import gluon
 
 import adam_variant_checks as checks
 from gluon_sparse.optimizer import SparseNadam
+from covering import pairwise
 
-GRID = list(itertools.product(["float32", "float64"], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
+GRID = list(pairwise(["float32", "float64"], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
                               [0.0, 0.03, 0.05, 0.07]))
 # float32-rounded scalars (MXNet: double) in float64 arithmetic: ~1e-7 relative per step
 # in the step size, so ~1e-8 absolute on weights after 14 steps of lr 0.01.

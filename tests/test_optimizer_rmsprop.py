@@ -18,7 +18,6 @@ value in 6 of a 0.8-factor schedule lands one float32 ulp away from strtof's); t
 library's operators parse them the same way, and the schedule here hits such values.
 """
 import ctypes
-import itertools
 import os
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from mxnet import autograd, gluon
 
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.optimizer import SparseRMSProp, flush
+from covering import pairwise
 
 ROWS, UNITS = 24, 3
 
@@ -130,9 +130,9 @@ def _rows_of(step, rng):
 
 # MXNet's test_rms grid in float32 (its clip_weights 0.01 clips every weight), and in
 # float64 and with clip_weights 0.6 (which clips some) on a part of it.
-_MXNET_GRID = itertools.product([False, True], [None, 0.01], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
+_MXNET_GRID = pairwise([False, True], [None, 0.01], [None, 0.4, 0.5], [1.0, 0.14, 0.8],
                                 [0.0, 0.03, 0.05, 0.07], ["float32"])
-_MORE = itertools.product([False, True], [None, 0.6], [None, 0.5], [1.0, 0.14], [0.0, 0.07],
+_MORE = pairwise([False, True], [None, 0.6], [None, 0.5], [1.0, 0.14], [0.0, 0.07],
                           ["float32", "float64"])
 
 

@@ -21,13 +21,14 @@ from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.optimizer import SparseNAG, SparseSGD, deferred, supports_deferred
 from gluon_sparse.optimizer._family_state import DeferredRuleState
 from gluon_sparse.optimizer.sparse_sgd import SGD, SGD_MOM
+from covering import pairwise
 
 ROWS, COLS = 60, 5
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py::test_sgd grid (momentum, wd,
 # clip_gradient, rescale_grad), crossed with float32/float64.
 GRID = [dict(momentum=m, wd=wd, clip_gradient=c, rescale_grad=r)
-        for m in (0.0, 0.9) for wd in (0.0, 0.03) for c in (None, 0.5) for r in (1.0, 0.7)]
+        for m, wd, c, r in pairwise((0.0, 0.9), (0.0, 0.03), (None, 0.5), (1.0, 0.7))]
 DTYPES = ["float32", "float64"]
 # (ours, MXNet's reference class)
 CLASSES = pytest.mark.parametrize("ours, theirs", [(SparseSGD, mx.optimizer.SGD),
