@@ -25,6 +25,7 @@ to bring rows up to date. The optimizer sides are
 :mod:`gluon_sparse.optimizer.deferred` (Adam) and
 :mod:`gluon_sparse.optimizer._family_state` (every rule).
 """
+import abc
 import ctypes
 import functools
 import itertools
@@ -189,17 +190,17 @@ class RegisteredState(_parameter_hooks.DeferredState):
     weight to its device), :meth:`_weight_spec` and :meth:`_register`.
     """
 
+    @abc.abstractmethod
     def _array_names(self):
         """Names of the attributes that hold NDArrays (moved to the weight's device)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _weight_spec(self):
         """``(shape, numpy dtype)`` of the weight this state was made for."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _register(self, pointer, owner, weight):
         """Register the arrays for the weight at ``pointer``; returns the C status (0: done)."""
-        raise NotImplementedError
 
     def _unbind_state(self):
         self._weight = None
