@@ -4,10 +4,11 @@
 ``gap`` steps without gradient (wd = 0); the table gives the time the
 ``gluon_sparse_dot`` forward pass that reads them again spends replaying the
 missed steps (the first read minus the best of five reads that replay
-nothing). Run with ``--serial`` to force the kernels onto one thread (test
-knob), to see the kernel's own cost on a machine whose other core is busy.
+nothing), the median of ``--repeat`` fresh runs. Run with ``--serial`` to
+force the kernels onto one thread (test knob), to see the kernel's own cost
+on a machine whose other core is busy.
 
-Run: ``python benchmarks/bench_replay.py [--gaps 100,300,1000,3000] [--serial]``
+Run: ``python benchmarks/bench_replay.py [--gaps 100,300,1000,3000] [--serial] [--repeat 5]``
 """
 import argparse
 import math
@@ -60,6 +61,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gaps", default="100,300,1000,3000")
     parser.add_argument("--serial", action="store_true")
+    parser.add_argument("--repeat", type=int, default=5, help="fresh runs a gap (median)")
     args = parser.parse_args(argv)
     _native.load_ops()
     if args.serial:
@@ -68,7 +70,7 @@ def main(argv=None):
                              "threads", "load avg"])
     for gap in (int(g) for g in args.gaps.split(",")):
         load = open("/proc/loadavg").read().split()[0]
-        seconds = replay_seconds(gap)
+        seconds = float(np.median([replay_seconds(gap) for _ in range(args.repeat)]))
         table.add(**{"steps away": gap, "replay of 100 rows": "%.2f ms" % (seconds * 1e3),
                      "ns per element-step": round(seconds / (len(READ) * COLS * gap) * 1e9, 2),
                      "threads": "1 (forced)" if args.serial else "default",

@@ -101,6 +101,35 @@ def _set_parallelism(grain=0, threads=0):
     lib.gluon_sparse_set_parallelism(int(grain), int(threads))
 
 
+def _force_decay_path(path=-1):
+    """Force the path of deferred Adam's frozen-row replay (geometric_decay.h). For tests only.
+
+    0: the baseline x86-64 build, 1: the AVX2 build (the baseline on a CPU
+    without AVX2), -1: picked by the CPU (the default). Results must not change.
+    """
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
+    lib.gluon_sparse_force_decay_path.argtypes = [ctypes.c_int]
+    lib.gluon_sparse_force_decay_path(int(path))
+
+
+def _decay_geometric(x, b, n, path=-1):
+    """``x = float32(b) * x``, ``n`` times, in place, through the replay's kernel. For tests only.
+
+    Returns the path taken (0 baseline, 1 AVX2); ``x`` must be a C-contiguous
+    float32 NumPy array.
+    """
+    import numpy as np
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        raise ValueError("x must be a C-contiguous float32 array")
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)
+    lib.gluon_sparse_decay_geometric.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_float,
+                                                 ctypes.c_int64, ctypes.c_int]
+    return int(lib.gluon_sparse_decay_geometric(x.size, x.ctypes.data, float(b), int(n),
+                                                 int(path)))
+
+
 def load_ops():
     """Load the operator library into MXNet once; later calls are free.
 

@@ -5,7 +5,9 @@ Every kernel picks serial or parallel execution by its amount of work
 each path (grain 1 on two threads: parallel wherever there are two items;
 a huge grain: serial), and the results are compared bit for bit, and with a
 NumPy reference. Also: deferred Adam's frozen-weight replay (long absences,
-float32) against the eager operator, bitwise.
+float32) against the eager operator, bitwise, on both compiled paths of its
+decay kernel (geometric_decay.h: baseline x86-64 and AVX2), and that kernel
+against NumPy's own float32 multiplications.
 """
 import math
 
@@ -25,6 +27,7 @@ B1, B2, EPS = 0.9, 0.999, 1e-8
 def _restore_defaults():
     yield
     _native._set_parallelism(0, 0)
+    _native._force_decay_path(-1)
 
 
 def _bits(array):
@@ -154,10 +157,46 @@ def test_deferred_serial_equals_parallel(wd):
         np.testing.assert_array_equal(_bits(serial), _bits(parallel))
 
 
-@pytest.mark.parametrize("dtype, cols", [("float32", 130), ("float32", 3), ("float64", 8)])
-def test_long_absences_replay_equals_eager(dtype, cols):
+def _decay_inputs(rng, count):
+    """float32 values of every kind: normal at any scale, near FLT_MIN, denormal, +-0, inf, NaN."""
+    kinds = rng.integers(0, 6, count)
+    bits = np.empty(count, np.uint32)
+    bits[kinds == 0] = rng.integers(1, 0x00800000, (kinds == 0).sum())            # denormal
+    bits[kinds == 1] = rng.integers(0x00800000, 0x01800000, (kinds == 1).sum())   # near FLT_MIN
+    bits[kinds == 2] = rng.choice([0, 0x7F800000, 0x7FC00000], (kinds == 2).sum())
+    scale = np.ldexp(1 + rng.random(count), -rng.integers(0, 140, count)).astype(np.float32)
+    bits[kinds >= 3] = scale.view(np.uint32)[kinds >= 3]
+    bits |= rng.integers(0, 2, count).astype(np.uint32) << 31
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize("path", [0, 1])
+@pytest.mark.parametrize("b", [0.9, 0.999, 0.5000001, 0.99999994, 0.6, 1.5])
+def test_geometric_decay_equals_numpy(path, b):
+    """The replay's decay kernel: n float32 multiplications by b, bit for bit (denormals kept)."""
+    tiny = np.float32(2.0 ** -149)
+    assert tiny * np.float32(0.9) == tiny, "NumPy's float32 arithmetic must keep denormals here"
+    rng = np.random.default_rng(int(b * 1e6))
+    factor = np.float32(b)
+    for count, n in [(1, 1), (3, 7), (33, 150), (130, 1100), (200, 40)]:
+        x = _decay_inputs(rng, count)
+        want = x.copy()
+        with np.errstate(all="ignore"):
+            for _ in range(n):
+                want = want * factor
+        got = x.copy()
+        if _native._decay_geometric(got, b, n, path) != path:
+            pytest.skip("this CPU has no AVX2")
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32),
+                                      err_msg="count %d, n %d" % (count, n))
+
+
+@pytest.mark.parametrize("dtype, cols, decay_path", [("float32", 130, -1), ("float32", 3, -1),
+                                                     ("float32", 130, 0), ("float64", 8, -1)])
+def test_long_absences_replay_equals_eager(dtype, cols, decay_path):
     """Rows away for up to 2,500 steps (weights frozen, means through denormals) vs eager."""
     rows, steps = 40, 2500
+    _native._force_decay_path(decay_path)
 
     # The flush at the end replays the rows away since step 3 (2,497 steps) or since
     # a visit at step 2,100, whose means have decayed into the denormal range: no

@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "adam_kernels.h"
+#include "geometric_decay.h"
 
 namespace gluon_sparse {
 namespace adam {
@@ -130,9 +131,10 @@ inline ReplayHints scan_history(const StepRecord* history, int64_t to) {
 // shrinks by a known factor, so once lr_max * |m| / (sqrt(v_min) + eps) is
 // below a quarter of w's ulp for every element, no later step can move w by
 // a single bit: the rest of the replay is m and v alone, two multiplications
-// an element-step, instead of a full Adam step with a sqrt and a division, and
-// with m's decay through the denormal range (30-45x slower on x86) done in
-// integer arithmetic. Bitwise equal to the full replay (tests/test_grain.py
+// an element-step, instead of a full Adam step with a sqrt and a division
+// (geometric_decay.h: vector multiplies held in registers, and m's decay
+// through the denormal range, 30-45x slower on x86, on the integer grid of
+// denormal units). Bitwise equal to the full replay (tests/test_grain.py
 // and tests/test_deferred_adam.py compare them); float32 only (float64 keeps
 // the full replay).
 
@@ -159,117 +161,6 @@ inline bool weights_frozen(int64_t cols, const float* w, const float* m, const f
   return true;
 }
 
-/*! \brief x -> fl(b * x), n times, for a denormal x (0.5 < b < 1), in integer arithmetic. */
-inline float decay_denormal(float x, uint64_t b_mantissa, int64_t n) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  const uint32_t sign = bits & 0x80000000u;
-  uint64_t k = bits & 0x7fffffu;  // the value in units of 2^-149
-  for (; n > 0; --n) {
-    // k * b = k * b_mantissa / 2^24, rounded to the nearest integer, ties to even.
-    const uint64_t product = k * b_mantissa;
-    const uint64_t next = (product + 0x7fffffu + ((product >> 24) & 1u)) >> 24;
-    if (next == k) break;  // a fixed point: every later step leaves it
-    k = next;
-  }
-  bits = sign | static_cast<uint32_t>(k);
-  std::memcpy(&x, &bits, sizeof(bits));
-  return x;
-}
-
-/*!
- * \brief x[j] -> fl(b * x[j]), up to `steps` times, for values that may cross
- *        into the denormal range, without touching a denormal float.
- *
- * Works in double: b * x is exact there (24 x 24 bits); a normal result is
- * rounded to float by a conversion, a denormal one to a multiple of 2^-149 by
- * the 1.5 * 2^52 trick (ties to even, as the float multiplication rounds).
- * Stops early once no element changes (every value at its fixed point).
- */
-inline void decay_tail(int64_t cols, float* x, float b, int64_t steps) {
-  constexpr double kMin = 1.17549435082228750797e-38;  // FLT_MIN
-  double buf[256];
-  for (int64_t j = 0; j < cols; ++j) buf[j] = x[j];
-  auto round_scalar = [&](double p) {
-    const double a = std::fabs(p);
-    if (a >= kMin || a == 0.0) return static_cast<double>(static_cast<float>(p));
-    return ((p * 0x1p149 + 0x1.8p52) - 0x1.8p52) * 0x1p-149;
-  };
-  for (int64_t t = 0; t < steps; ++t) {
-    bool changed = false;
-    int64_t j = 0;
-#if GS_HOST_SIMD
-    const __m128d vb = _mm_set1_pd(b), vmin = _mm_set1_pd(kMin), zero = _mm_setzero_pd();
-    const __m128d scale = _mm_set1_pd(0x1p149), unscale = _mm_set1_pd(0x1p-149);
-    const __m128d magic = _mm_set1_pd(0x1.8p52);
-    const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
-    __m128d any = zero;
-    for (; j + 2 <= cols; j += 2) {
-      const __m128d old = _mm_loadu_pd(buf + j);
-      const __m128d p = _mm_mul_pd(old, vb);
-      const __m128d a = _mm_and_pd(p, abs_mask);
-      const __m128d normal = _mm_or_pd(_mm_cmpge_pd(a, vmin), _mm_cmpeq_pd(a, zero));
-      // Denormal lanes convert vmin instead, so no conversion makes a denormal float.
-      const __m128d q = _mm_or_pd(_mm_and_pd(normal, p), _mm_andnot_pd(normal, vmin));
-      const __m128d rounded_normal = _mm_cvtps_pd(_mm_cvtpd_ps(q));
-      const __m128d rounded_denormal =
-          _mm_mul_pd(_mm_sub_pd(_mm_add_pd(_mm_mul_pd(p, scale), magic), magic), unscale);
-      const __m128d r = _mm_or_pd(_mm_and_pd(normal, rounded_normal),
-                                  _mm_andnot_pd(normal, rounded_denormal));
-      any = _mm_or_pd(any, _mm_cmpneq_pd(r, old));
-      _mm_storeu_pd(buf + j, r);
-    }
-    changed = _mm_movemask_pd(any) != 0;
-#endif
-    for (; j < cols; ++j) {
-      const double r = round_scalar(buf[j] * b);
-      changed = changed || r != buf[j];
-      buf[j] = r;
-    }
-    if (!changed) break;
-  }
-  for (int64_t j = 0; j < cols; ++j) x[j] = static_cast<float>(buf[j]);
-}
-
-/*!
- * \brief x[j] -> fl(b * x[j]), n times (0.5 < b < 1): float vector loops while
- *        every value stays normal, then decay_tail. At most 256 columns;
- *        `saved` is scratch of cols floats.
- */
-inline void decay_array(int64_t cols, float* x, float b, int64_t n, float* saved) {
-  constexpr float kMin = 1.17549435e-38f;  // FLT_MIN
-  const uint64_t mantissa = static_cast<uint64_t>(std::ldexp(static_cast<double>(b), 24));
-  double smallest = 0.0;
-  bool any_saved = false;
-  for (int64_t j = 0; j < cols; ++j) {
-    const float a = std::fabs(x[j]);
-    saved[j] = 0.0f;
-    if (a != 0.0f && a < kMin) {  // denormal already (mostly at its fixed point)
-      saved[j] = decay_denormal(x[j], mantissa, n);
-      x[j] = 0.0f;  // out of the loops below; restored at the end
-      any_saved = true;
-    } else if (a != 0.0f && (smallest == 0.0 || a < smallest)) {
-      smallest = a;
-    }
-  }
-  // Steps during which every non-zero value and its product stay normal.
-  int64_t safe = 0;
-  if (smallest > 0.0) {
-    const double shrink = -std::log(static_cast<double>(b) * (1.0 - 0x1p-24));
-    safe = static_cast<int64_t>(std::log(smallest / kMin) / shrink) - 1;
-    safe = std::max<int64_t>(0, std::min(safe, n));
-  }
-  for (int64_t t = 0; t < safe; ++t) {
-    for (int64_t j = 0; j < cols; ++j) x[j] = x[j] * b;  // +-0 stays +-0
-  }
-  if (n > safe && smallest > 0.0) decay_tail(cols, x, b, n - safe);
-  if (any_saved) {
-    for (int64_t j = 0; j < cols; ++j) {
-      if (saved[j] != 0.0f) x[j] = saved[j];
-    }
-  }
-}
-
 /*! \brief Steps s .. to of a frozen row: m and v decay, w stays (see above). */
 inline void replay_frozen(int64_t cols, const float* w, float* m, float* v,
                           const StepRecord* history, const FixedScalars& f, int64_t s,
@@ -285,12 +176,8 @@ inline void replay_frozen(int64_t cols, const float* w, float* m, float* v,
     }
     if (v[j] == 0.0f) v[j] = 0.0f;  // -0 * b2 + +0 = +0; +0 is a fixed point
   }
-  float scratch[256];
-  for (int64_t begin = 0; begin < cols; begin += 256) {
-    const int64_t width = std::min<int64_t>(256, cols - begin);
-    decay_array(width, m + begin, b1, to - s + 1, scratch);
-    decay_array(width, v + begin, b2, to - s + 1, scratch);
-  }
+  ops::decay_geometric(cols, m, b1, to - s + 1);
+  ops::decay_geometric(cols, v, b2, to - s + 1);
 }
 #endif  // !__CUDACC__
 

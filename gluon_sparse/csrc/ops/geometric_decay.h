@@ -1,0 +1,58 @@
+/*!
+ * Repeated float32 decay x -> fl(b * x), n times, bit for bit as n float
+ * multiplications would leave it (round to nearest even, denormals included),
+ * at close to one vector multiply per 8 elements a step.
+ *
+ * Why it exists: a row left behind by deferred Adam replays the steps it
+ * missed; once its weights can no longer move (adam_deferred_kernels.h, "fast
+ * replay") what is left is each mean and var element multiplied by beta1 or
+ * beta2 once per missed step. n roundings have no closed form, so the steps
+ * are done one by one; how fast they go decides the cost of a row that comes
+ * back after thousands of steps (benchmarks/bench_replay.py).
+ *
+ * How (geometric_decay.cc):
+ *  - a block of 32 or 64 values is held in vector registers across the steps
+ *    (the loop over steps inside the loop over blocks);
+ *  - while every value of a block stays above T, the least float whose product
+ *    with b is normal, a step is one vector multiply;
+ *  - a value below T, where x86 takes a microcode assist on every float
+ *    operation that reads or makes a denormal (30-45x slower), is k units of
+ *    2^-149 with k < 2^24 its bit pattern (T < 2 FLT_MIN); its next value is
+ *    rne(k * b) units, computed exactly in double (24 x 24 bits) and rounded
+ *    to an integer by adding and subtracting 1.5 * 2^52: the float
+ *    multiplication's own rounding. No float operation touches a denormal;
+ *  - a value that a step leaves unchanged is at its fixed point (zero, or a
+ *    few denormal units) and is set aside; a block whose values all are stops.
+ *
+ * Compiled twice, for baseline x86-64 and for AVX2, and picked at run time;
+ * both paths are bitwise equal to the plain loop (tests/test_geometric_decay.py).
+ */
+#ifndef GLUON_SPARSE_CSRC_OPS_GEOMETRIC_DECAY_H_
+#define GLUON_SPARSE_CSRC_OPS_GEOMETRIC_DECAY_H_
+
+#include <cstdint>
+
+namespace gluon_sparse {
+namespace ops {
+
+/*!
+ * \brief x[j] = fl(b * x[j]), n times, for j < count.
+ *
+ * Exact for every float32 input (signed zeros, denormals, infinities, NaNs)
+ * when 0.5 < b < 1; any other b takes the plain loop.
+ */
+void decay_geometric(int64_t count, float* x, float b, int64_t n);
+
+/*! \brief Which compiled path decay_geometric takes: 0 baseline, 1 AVX2. */
+int decay_geometric_path();
+
+/*!
+ * \brief Test hook: force the baseline (0) or AVX2 (1) path, or pick by CPU
+ *        (-1); AVX2 on a CPU without it is the baseline.
+ */
+void decay_geometric_force_path(int path);
+
+}  // namespace ops
+}  // namespace gluon_sparse
+
+#endif  // GLUON_SPARSE_CSRC_OPS_GEOMETRIC_DECAY_H_
