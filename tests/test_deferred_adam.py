@@ -13,8 +13,8 @@ import pytest
 from mxnet import autograd, gluon
 
 from gluon_sparse.distributed.split import split_and_load_batch
-from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
-from gluon_sparse.optimizer import SparseAdam, deferred
+from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse, SampledOutput
+from gluon_sparse.optimizer import SparseAdam, _registry, deferred
 
 RTOL, ATOL = 1e-4, 2e-5  # vs MXNet's adam_update (another operation order)
 B1, B2, EPS = 0.9, 0.999, 1e-8
@@ -150,6 +150,35 @@ def test_rows_never_touched_commit_no_state_memory():
     np.testing.assert_allclose(moved, (1 - B1) * np.ones_like(moved), rtol=1e-6)
     assert state.var.asnumpy().sum(dtype=np.float64) == pytest.approx(100 * cols * (1 - B2),
                                                                       rel=1e-4)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+@pytest.mark.parametrize("share, committed", [(1.0, True), (0.0, False)])
+def test_sampled_output_state_is_committed_when_it_fits(monkeypatch, share, committed):
+    """SampledOutput's rows are all drawn in time: its state is zeroed up front, if it fits."""
+    monkeypatch.setattr(_registry, "PREFAULT_SHARE", share)
+    labels, features, units = 125_000, 500_000, 64  # mean and var: 32 MB and 128 MB each
+    out = SampledOutput(labels, in_units=units, use_bias=False)
+    out.initialize()
+    hidden = FullyConnectedSparse(units, in_units=features)  # an input layer: always lazy
+    hidden.initialize()
+    params = out.collect_params()
+    params.update(hidden.collect_params())
+    trainer = gluon.Trainer(params, "sparseadam", {"learning_rate": 0.1, "deferred": True})
+    x = mx.nd.sparse.csr_matrix((np.ones(4, "f"), np.arange(4), np.arange(5)),
+                                shape=(4, features))
+    with autograd.record():
+        loss = out(hidden(x), mx.nd.array([0, 1, 2, 3]))
+    loss.backward()
+    mx.nd.waitall()
+    before = _resident_bytes()
+    trainer.step(4)  # creates both states
+    mx.nd.waitall()
+    grown = _resident_bytes() - before
+    if committed:  # the output layer's 64 MB, not the input layer's 256 MB
+        assert 60 * 2**20 <= grown < 160 * 2**20, "committed %d MB" % (grown >> 20)
+    else:
+        assert grown < 40 * 2**20, "committed %d MB" % (grown >> 20)
 
 
 def test_op_rejects_bad_input():
@@ -400,7 +429,7 @@ import sys
 import numpy as np, mxnet as mx
 from mxnet import autograd, gluon
 from gluon_sparse.nn import FullyConnectedSparse
-from gluon_sparse.optimizer import SparseAdam, deferred
+from gluon_sparse.optimizer import SparseAdam, _registry, deferred
 deferred._INITIAL_HISTORY = 2  # the history grows at steps 2, 4, 8, ...: often
 rows = 50000
 net = FullyConnectedSparse(16, in_units=rows)

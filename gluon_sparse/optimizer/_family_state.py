@@ -207,8 +207,7 @@ def create_state(optimizer, rule, index, weight):
                        "Create the Trainer with update_on_kvstore=False to defer",
                        rule.name, param.name)
         return None
-    # Without weight decay untouched rows are never written: lazily zeroed pages.
-    zeros = _registry.lazy_zeros if optimizer._get_wd(index) == 0 else _registry.zeros
+    zeros = _registry.state_zeros(optimizer, index)
     states = rule.create_states(optimizer, weight, zeros)
     state = DeferredRuleState(weight, rule, rule.fixed(optimizer), states)
     deferred.remember_state(optimizer, state)

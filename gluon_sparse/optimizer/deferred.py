@@ -81,14 +81,15 @@ class DeferredAdamState(RegisteredState):
         The dense weight (one row per input feature).
     beta1, beta2, epsilon : float
         Adam's constants; they may not change during training.
-    lazy_zeros : bool
-        Create ``mean`` and ``var`` as lazily zeroed pages where possible
-        (CPU), so that rows never written commit no memory: what training
-        without weight decay wants. With weight decay every row is written
-        at the next flush, and MXNet's ``zeros`` (pooled memory) is cheaper.
+    zeros : callable, optional
+        ``zeros(shape, ctx, dtype)``, the allocator of ``mean`` and ``var``.
+        Default: lazily zeroed pages where possible (CPU), so that rows never
+        written commit no memory, which is what training without weight
+        decay wants. The optimizer picks one per weight
+        (``_registry.state_zeros``).
     """
 
-    def __init__(self, weight, beta1, beta2, epsilon, lazy_zeros=True):
+    def __init__(self, weight, beta1, beta2, epsilon, zeros=None):
         if weight.stype != "default" or weight.ndim < 1:
             raise ValueError("deferred Adam needs a dense weight with rows, got a %s array of "
                              "shape %s" % (weight.stype, weight.shape))
@@ -97,7 +98,7 @@ class DeferredAdamState(RegisteredState):
             raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
                             "float16 with multi_precision=True)" % dtype)
         ctx = weight.context
-        zeros = _registry.lazy_zeros if lazy_zeros else _registry.zeros
+        zeros = zeros or _registry.lazy_zeros
         self.mean = zeros(weight.shape, ctx, dtype)
         self.var = zeros(weight.shape, ctx, dtype)
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
@@ -257,12 +258,8 @@ def create_state(optimizer, index, weight):
                        "eagerly (standard Adam, full cost). Create the Trainer with "
                        "update_on_kvstore=False to defer", param.name)
         return None
-    # With weight decay every row moves every step: all of mean and var get
-    # written at the next flush anyway, and MXNet's pooled memory (reused
-    # from earlier arrays) is cheaper to fill than fresh zero pages.
-    lazy_zeros = optimizer._get_wd(index) == 0
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
-                              lazy_zeros=lazy_zeros)
+                              zeros=_registry.state_zeros(optimizer, index))
     remember_state(optimizer, state)
     return state
 
