@@ -110,6 +110,43 @@ def test_candidates_and_corrections_follow_the_sampler(loss):
         np.testing.assert_allclose(target, dense / counts)
 
 
+def test_unique_draws_distinct_negatives_corrected_by_their_tries():
+    """unique=True: draws until num_sampled distinct non-positive labels have come up;
+    each is corrected with log(1 - (1 - q) ** tries), tries the draws it took (replayed
+    here from the same random stream)."""
+    rng = np.random.default_rng(7)
+    out = _block("softmax", "log_uniform", unique=True)
+    labels = _multilabel(rng, B, L)
+    positives = np.unique(labels.indices)
+    out._rng = np.random.default_rng(21)
+    ids, _, corr = out.candidates(labels, B)
+    stream = np.random.default_rng(21).random(100_000)
+    draws = np.clip(np.floor(np.expm1(stream * np.log1p(L))).astype(np.int64), 0, L - 1)
+    seen = []
+    for tries, label in enumerate(draws, start=1):
+        if label not in positives and label not in seen:
+            seen.append(label)
+            if len(seen) == 40:
+                break
+    np.testing.assert_array_equal(ids, np.union1d(positives, seen))
+    negative = ~np.isin(ids, positives)
+    q = np.log1p(1 / (ids[negative] + 1.0)) / np.log1p(L)
+    np.testing.assert_allclose(corr[negative], np.log(1 - (1 - q) ** tries), rtol=1e-9)
+    assert np.all(corr[~negative] == 0)
+
+
+def test_unique_covering_every_label_is_the_exact_loss():
+    """unique=True with num_sampled >= the non-positive labels: every label, no correction."""
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, L, size=B)
+    out = SampledOutput(L, num_sampled=L, unique=True, seed=0)
+    out.initialize()
+    ids, target, corr = out.candidates(labels, B)
+    np.testing.assert_array_equal(ids, np.arange(L))
+    assert not corr.any()
+    np.testing.assert_array_equal(target.argmax(axis=1), labels)
+
+
 def test_bce_bias_starts_at_the_prior_logit():
     out = SampledOutput(1001, in_units=4, loss="bce")
     out.initialize()

@@ -1,12 +1,13 @@
 """Candidate samplers for sampled output layers (:class:`~gluon_sparse.nn.SampledOutput`).
 
 A sampler draws the negative labels of a batch: ``num_sampled`` draws with
-replacement from a proposal ``q`` over the ``num_labels`` labels. The output
-layer keeps the distinct labels drawn, joins them with the batch's positive
-labels and corrects the loss with each candidate's *inclusion probability*
-``p = 1 - (1 - q) ** num_sampled`` (the probability that a label appears at
-least once among the draws), which :meth:`CandidateSampler.log_inclusion`
-returns. Every sampler costs O(num_sampled) per batch (``'frequency'``:
+replacement from a proposal ``q`` over the ``num_labels`` labels (or, with
+``unique=True``, as many draws as it takes to see ``num_sampled`` distinct
+labels: :meth:`CandidateSampler.sample_distinct`). The output layer keeps the
+distinct labels drawn, joins them with the batch's positive labels and
+corrects the loss with each candidate's *inclusion probability*
+``p = 1 - (1 - q) ** draws`` (the probability that a label appears at least
+once among the draws), which :meth:`CandidateSampler.log_inclusion` returns. Every sampler costs O(num_sampled) per batch (``'frequency'``:
 O(num_sampled log num_labels)), nothing proportional to the label count.
 """
 import abc
@@ -41,6 +42,52 @@ class CandidateSampler(abc.ABC):
     @abc.abstractmethod
     def probability(self, ids):
         """Proposal probabilities ``q`` of the given label ids (float64)."""
+
+    def sample_distinct(self, rng, num_distinct, exclude=(), max_tries=None):
+        """Draw until ``num_distinct`` distinct labels outside ``exclude`` have come up.
+
+        What TensorFlow's candidate samplers do with ``unique=True``: the
+        negatives are the distinct labels drawn, and :meth:`log_inclusion`
+        corrects them with ``p = 1 - (1 - q) ** tries``, ``tries`` the draws it
+        took (an approximation: the number of draws depends on them).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        num_distinct : int
+            Distinct labels wanted; when ``exclude`` leaves fewer, all of them.
+        exclude : array-like of int, optional
+            Labels that do not count (the batch's positives).
+        max_tries : int, optional
+            Stop after this many draws (default ``64 * num_distinct``), so a
+            proposal with tiny probabilities cannot loop for long.
+
+        Returns
+        -------
+        ids : numpy.ndarray of int64
+            The distinct labels drawn outside ``exclude``, sorted.
+        tries : int
+            The draws made up to the last label kept.
+        """
+        exclude = np.unique(np.asarray(exclude, dtype=np.int64))
+        wanted = min(int(num_distinct), self.num_labels - exclude.size)
+        if wanted <= 0:
+            return np.empty(0, dtype=np.int64), 0
+        max_tries = 64 * wanted if max_tries is None else int(max_tries)
+        draws = ids = np.empty(0, dtype=np.int64)
+        chunk = max(wanted, 16)
+        while draws.size < max_tries:
+            more = self.sample(rng, min(chunk, max_tries - draws.size))
+            draws = np.concatenate([draws, more])
+            valid = ~np.isin(draws, exclude)
+            ids, first = np.unique(draws[valid], return_index=True)
+            if ids.size >= wanted:
+                # The draw that brought the wanted-th distinct label ends the sampling.
+                last = np.sort(np.flatnonzero(valid)[first])[wanted - 1]
+                kept = draws[:last + 1]
+                return np.unique(kept[~np.isin(kept, exclude)]), int(last + 1)
+            chunk *= 2
+        return ids, int(draws.size)
 
     def log_inclusion(self, ids, num_sampled):
         """``log(1 - (1 - q) ** num_sampled)``: log-probability that each id is drawn at least once.

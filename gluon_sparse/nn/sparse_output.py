@@ -113,6 +113,14 @@ class SampledOutput(HybridBlock):
         (softmax) or the prior logit ``-log(num_labels - 1)`` (BCE).
     seed : int, optional
         Seed of the sampler's random generator (reproducible candidates).
+    unique : bool, default False
+        Draw until ``num_sampled`` distinct negatives have come up
+        (TensorFlow's ``unique=True``) instead of ``num_sampled`` draws with
+        replacement, whose distinct labels are fewer where the proposal
+        repeats itself (few labels, or a peaked proposal). The work of a step
+        is then the same at every ``num_labels``. When ``num_sampled`` covers
+        every label that is not a positive, every label is a candidate (the
+        exact loss).
 
     Notes
     -----
@@ -154,7 +162,7 @@ class SampledOutput(HybridBlock):
     def __init__(self, num_labels, in_units=0, num_sampled=1024, sampler="log_uniform",
                  loss="softmax", label_counts=None, alpha=0.75, use_bias=True, dtype="float32",
                  weight_initializer=None, bias_initializer=None, seed=None, prefix=None,
-                 params=None):
+                 params=None, unique=False):
         super().__init__(prefix=prefix, params=params)
         if not isinstance(num_labels, (int, np.integer)) or num_labels <= 0:
             raise ValueError("num_labels must be a positive int, got %r" % (num_labels,))
@@ -164,6 +172,7 @@ class SampledOutput(HybridBlock):
             raise ValueError("num_sampled must be an int >= 0, got %r" % (num_sampled,))
         self._num_labels = int(num_labels)
         self._num_sampled = int(num_sampled)
+        self._unique = bool(unique)
         self._loss = loss
         self.sampler = make_sampler(sampler, self._num_labels, label_counts, alpha)
         self._rng = np.random.default_rng(seed)
@@ -260,18 +269,23 @@ class SampledOutput(HybridBlock):
         cols)`` of each positive in the ``(batch, C)`` target and each example's count."""
         indptr, positive_ids, multilabel = self._label_rows(labels, batch)
         positives = np.unique(positive_ids)
-        if self.sampler.exhaustive:
+        exhaustive = self.sampler.exhaustive or (
+            self._unique and self._num_sampled >= self._num_labels - positives.size)
+        if exhaustive:  # every label: the exact loss, no correction
             ids = np.arange(self._num_labels, dtype=np.int64)
+        elif self._unique:
+            drawn, tries = self.sampler.sample_distinct(self._rng, self._num_sampled, positives)
+            ids = np.union1d(positives, drawn).astype(np.int64)
         else:
-            drawn = self.sampler.sample(self._rng, self._num_sampled)
+            drawn, tries = self.sampler.sample(self._rng, self._num_sampled), self._num_sampled
             ids = np.union1d(positives, drawn).astype(np.int64)
         log_p = np.zeros(ids.size)
-        if not self.sampler.exhaustive:
+        if not exhaustive:
             sampled_only = ~np.isin(ids, positives, assume_unique=True)
             # Floored so that a label the sampler cannot draw (q = 0) gives a
             # large finite shift, not an infinite logit.
             log_p[sampled_only] = np.maximum(
-                self.sampler.log_inclusion(ids[sampled_only], self._num_sampled), -80.0)
+                self.sampler.log_inclusion(ids[sampled_only], tries), -80.0)
         counts = np.diff(indptr)
         rows = np.repeat(np.arange(batch), counts)
         cols = np.searchsorted(ids, positive_ids)
