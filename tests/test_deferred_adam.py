@@ -13,8 +13,8 @@ import pytest
 from mxnet import autograd, gluon
 
 from gluon_sparse.distributed.split import split_and_load_batch
-from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse, SampledOutput
-from gluon_sparse.optimizer import SparseAdam, _registry, deferred
+from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
+from gluon_sparse.optimizer import SparseAdam, _state_memory, deferred
 
 RTOL, ATOL = 1e-4, 2e-5  # vs MXNet's adam_update (another operation order)
 B1, B2, EPS = 0.9, 0.999, 1e-8
@@ -154,31 +154,47 @@ def test_rows_never_touched_commit_no_state_memory():
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
 @pytest.mark.parametrize("share, committed", [(1.0, True), (0.0, False)])
-def test_sampled_output_state_is_committed_when_it_fits(monkeypatch, share, committed):
-    """SampledOutput's rows are all drawn in time: its state is zeroed up front, if it fits."""
-    monkeypatch.setattr(_registry, "PREFAULT_SHARE", share)
-    labels, features, units = 125_000, 500_000, 64  # mean and var: 32 MB and 128 MB each
-    out = SampledOutput(labels, in_units=units, use_bias=False)
-    out.initialize()
-    hidden = FullyConnectedSparse(units, in_units=features)  # an input layer: always lazy
-    hidden.initialize()
-    params = out.collect_params()
-    params.update(hidden.collect_params())
-    trainer = gluon.Trainer(params, "sparseadam", {"learning_rate": 0.1, "deferred": True})
+def test_state_that_fits_is_committed_in_the_background(monkeypatch, share, committed):
+    """A deferred state within PREFAULT_SHARE of memory gets its pages committed by a
+    thread (first touches are then no page faults); a larger one stays lazy."""
+    if committed and not _state_memory.populate(np.zeros(1 << 20, np.uint8)):
+        pytest.skip("madvise(MADV_POPULATE_WRITE) needs Linux >= 5.14")
+    monkeypatch.setattr(_state_memory, "PREFAULT_SHARE", share)
+    features, units = 500_000, 64  # 128 MB each for mean and var
+    layer = FullyConnectedSparse(units, in_units=features)
+    layer.initialize()
+    initial = layer.weight.data().asnumpy()
+    trainer = gluon.Trainer(layer.collect_params(), "sparseadam",
+                            {"learning_rate": 0.1, "deferred": True})
     x = mx.nd.sparse.csr_matrix((np.ones(4, "f"), np.arange(4), np.arange(5)),
                                 shape=(4, features))
     with autograd.record():
-        loss = out(hidden(x), mx.nd.array([0, 1, 2, 3]))
+        loss = layer(x).sum()
     loss.backward()
     mx.nd.waitall()
     before = _resident_bytes()
-    trainer.step(4)  # creates both states
+    trainer.step(4)  # creates the state
     mx.nd.waitall()
+    for thread in list(_state_memory.populating):
+        thread.join()
     grown = _resident_bytes() - before
-    if committed:  # the output layer's 64 MB, not the input layer's 256 MB
-        assert 60 * 2**20 <= grown < 160 * 2**20, "committed %d MB" % (grown >> 20)
+    if committed:
+        assert grown >= 2 * 120 * 2**20, "committed %d MB" % (grown >> 20)
     else:
         assert grown < 40 * 2**20, "committed %d MB" % (grown >> 20)
+    # and the rows the step wrote moved, the others did not (wd = 0)
+    moved = np.flatnonzero((layer.weight.data().asnumpy() != initial).any(axis=1))
+    np.testing.assert_array_equal(moved, np.arange(4))
+
+
+def test_populate_keeps_every_byte():
+    """Committing pages (MADV_POPULATE_WRITE) never changes what is in them."""
+    host = np.zeros((4096, 256), np.float32)
+    host[::97] = np.arange(256, dtype=np.float32)
+    want = host.copy()
+    if not _state_memory.populate(host):
+        pytest.skip("madvise(MADV_POPULATE_WRITE) needs Linux >= 5.14")
+    np.testing.assert_array_equal(host, want)
 
 
 def test_op_rejects_bad_input():
@@ -429,7 +445,7 @@ import sys
 import numpy as np, mxnet as mx
 from mxnet import autograd, gluon
 from gluon_sparse.nn import FullyConnectedSparse
-from gluon_sparse.optimizer import SparseAdam, _registry, deferred
+from gluon_sparse.optimizer import SparseAdam, _state_memory, deferred
 deferred._INITIAL_HISTORY = 2  # the history grows at steps 2, 4, 8, ...: often
 rows = 50000
 net = FullyConnectedSparse(16, in_units=rows)

@@ -134,10 +134,7 @@ class SampledOutput(HybridBlock):
     ``gluon.Trainer(..., 'sparseadam', {'deferred': True})`` for standard Adam
     at a cost independent of ``L`` (eager standard Adam moves all ``L`` rows
     every step). Reading the whole weight (:meth:`top_k`, :meth:`scores`)
-    flushes deferred rows first. A deferred optimizer zeroes this layer's
-    state when it creates it (every label is drawn sooner or later), unless
-    the state would take more than a quarter of the available memory; input
-    layers keep lazily zeroed state. The sampling happens in :meth:`forward`, in
+    flushes deferred rows first. The sampling happens in :meth:`forward`, in
     Python; the operators after it run imperatively (:meth:`hybridize` is
     accepted and leaves them so), called with a symbol they build the graph
     of the selector, the targets and the correction (for export).
@@ -191,12 +188,6 @@ class SampledOutput(HybridBlock):
                                             grad_stype="row_sparse")
             else:
                 self.bias = None
-        # Every label is drawn as a negative sooner or later: a deferred
-        # optimizer commits this layer's state up front rather than faulting
-        # in a page per never-seen label inside the steps (_registry.state_zeros).
-        for param in (self.weight, self.bias):
-            if param is not None:
-                param.prefault_optimizer_state = True
 
     @property
     def num_labels(self):

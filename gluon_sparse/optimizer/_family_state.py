@@ -19,7 +19,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
-from . import _registry, deferred
+from . import _registry, _state_memory, deferred
 
 __all__ = ["DeferredRuleState", "create_state", "update"]
 
@@ -207,7 +207,7 @@ def create_state(optimizer, rule, index, weight):
                        "Create the Trainer with update_on_kvstore=False to defer",
                        rule.name, param.name)
         return None
-    zeros = _registry.state_zeros(optimizer, index)
+    zeros = _state_memory.state_zeros(optimizer, index)
     states = rule.create_states(optimizer, weight, zeros)
     state = DeferredRuleState(weight, rule, rule.fixed(optimizer), states)
     deferred.remember_state(optimizer, state)

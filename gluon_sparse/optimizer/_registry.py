@@ -16,8 +16,7 @@ module is the Python side of that registry:
   a flush when the state is dropped) and growing its history, with every
   change to the registry queued in MXNet's engine order
   (:mod:`gluon_sparse.optimizer._engine_calls`);
-* the zeroed arrays a state starts with (:func:`state_zeros` picks :func:`lazy_zeros`,
-  :func:`prefaulted_zeros` or :func:`zeros`).
+* (the zeroed arrays a state starts with are :mod:`._state_memory`'s).
 
 The registry entry says who owns the weight: deferred Adam (registered with
 ``gluon_sparse_deferred_register``) or a rule of the family, by its name
@@ -39,8 +38,7 @@ import numpy as np
 from .. import _native
 from . import _engine_calls, _parameter_hooks
 
-__all__ = ["DTYPE_CODES", "library", "data_pointer", "array_pointer", "lazy_zeros",
-           "prefaulted_zeros", "state_zeros", "zeros",
+__all__ = ["DTYPE_CODES", "library", "data_pointer", "array_pointer",
            "flush_rows", "registered_count", "weight_geometry", "RegisteredState"]
 
 logger = logging.getLogger(__name__)
@@ -88,79 +86,6 @@ def array_pointer(array):
     pointer = ctypes.c_void_p()
     mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(pointer)))
     return pointer.value
-
-
-def lazy_zeros(shape, ctx, dtype):
-    """Zeros on ``ctx`` whose untouched pages cost nothing, where the platform allows.
-
-    ``mx.nd.zeros`` writes every byte: 1 GB of mean and var for a 10^6 x 128
-    weight, over a second of page faults before the first step. On the CPU,
-    numpy's zeros come from the OS as lazily mapped zero pages, and the array
-    is wrapped without a copy. Deferred optimizers write only the rows a batch
-    touches (a row untouched since the start is a fixed point when wd == 0),
-    so the memory of the rows of features never seen is never committed.
-    """
-    if ctx != mx.cpu():
-        return zeros(shape, ctx, dtype)  # another device (or CPU id)
-    return mx.nd.from_numpy(np.zeros(shape, dtype=dtype), zero_copy=True)
-
-
-# prefaulted_zeros commits an array up to this share of the memory available.
-PREFAULT_SHARE = 0.25
-
-
-def _available_memory():
-    """Bytes of memory available to new allocations (Linux's MemAvailable), 0 if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def prefaulted_zeros(shape, ctx, dtype):
-    """Zeros committed when created, unless they would take more than ``PREFAULT_SHARE`` of memory.
-
-    On lazily mapped zeros, the first write to a row's page is a page fault
-    inside a training step. A layer that will write most of its rows soon pays
-    a fault for each: SampledOutput at 10^6 labels draws a few hundred
-    never-seen labels every step, and the faults cost 5 ms of a 19 ms step
-    (benchmarks/RESULTS.md, "Huge output layers"). Zeroing up front costs
-    about a quarter of a second per GB, once. An array too large for the
-    memory available stays lazily mapped.
-    """
-    if ctx != mx.cpu():
-        return zeros(shape, ctx, dtype)  # another device (or CPU id): MXNet writes every byte
-    host = np.zeros(shape, dtype=dtype)
-    if host.nbytes <= PREFAULT_SHARE * _available_memory():
-        host.fill(0)  # writes, so commits, every page now rather than inside the steps
-    return mx.nd.from_numpy(host, zero_copy=True)
-
-
-def state_zeros(optimizer, index):
-    """The allocator of the zeroed state arrays of weight ``index`` under a deferred optimizer.
-
-    With weight decay every row moves at the next flush, so every byte gets
-    written anyway: MXNet's pooled ``zeros``. Without weight decay, a weight
-    whose Parameter sets ``prefault_optimizer_state`` (SampledOutput: its rows
-    are all drawn sooner or later) gets :func:`prefaulted_zeros`, any other
-    weight :func:`lazy_zeros` (an input layer whose rare features are never
-    seen commits no state for them).
-    """
-    if optimizer._get_wd(index) != 0:
-        return zeros
-    param = (getattr(optimizer, "param_dict", None) or {}).get(index)
-    if getattr(param, "prefault_optimizer_state", False):
-        return prefaulted_zeros
-    return lazy_zeros
-
-
-def zeros(shape, ctx, dtype):
-    """``mx.nd.zeros`` (pooled memory, every byte written)."""
-    return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
 
 
 def flush_rows(state):

@@ -50,7 +50,7 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from . import _parameter_hooks, _registry
+from . import _parameter_hooks, _registry, _state_memory
 from ._registry import RegisteredState, registered_count
 
 __all__ = ["DeferredAdamState", "create_state", "update", "flush", "state_bytes",
@@ -86,7 +86,7 @@ class DeferredAdamState(RegisteredState):
         Default: lazily zeroed pages where possible (CPU), so that rows never
         written commit no memory, which is what training without weight
         decay wants. The optimizer picks one per weight
-        (``_registry.state_zeros``).
+        (``_state_memory.state_zeros``).
     """
 
     def __init__(self, weight, beta1, beta2, epsilon, zeros=None):
@@ -98,7 +98,7 @@ class DeferredAdamState(RegisteredState):
             raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
                             "float16 with multi_precision=True)" % dtype)
         ctx = weight.context
-        zeros = zeros or _registry.lazy_zeros
+        zeros = zeros or _state_memory.lazy_zeros
         self.mean = zeros(weight.shape, ctx, dtype)
         self.var = zeros(weight.shape, ctx, dtype)
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
@@ -259,7 +259,7 @@ def create_state(optimizer, index, weight):
                        "update_on_kvstore=False to defer", param.name)
         return None
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
-                              zeros=_registry.state_zeros(optimizer, index))
+                              zeros=_state_memory.state_zeros(optimizer, index))
     remember_state(optimizer, state)
     return state
 
