@@ -6,6 +6,7 @@ and evaluation on rows never trained."""
 import gc
 import math
 import os
+import threading
 
 import mxnet as mx
 import numpy as np
@@ -185,6 +186,31 @@ def test_state_that_fits_is_committed_in_the_background(monkeypatch, share, comm
     # and the rows the step wrote moved, the others did not (wd = 0)
     moved = np.flatnonzero((layer.weight.data().asnumpy() != initial).any(axis=1))
     np.testing.assert_array_equal(moved, np.arange(4))
+
+
+def test_scheduled_commits_count_against_the_share(monkeypatch):
+    """Several states cannot together commit more than the share: memory a thread has yet
+    to commit counts as taken until it is done."""
+    release, started = threading.Event(), []
+
+    def slow_populate(host):
+        started.append(host.nbytes)
+        release.wait(30)
+
+    monkeypatch.setattr(_state_memory, "populate", slow_populate)
+    monkeypatch.setattr(_state_memory, "_available_memory", lambda: 100 << 20)
+    monkeypatch.setattr(_state_memory, "PREFAULT_SHARE", 1.0)
+    monkeypatch.setattr(_state_memory, "_MIN_POPULATE_BYTES", 1)
+    size = 60 << 20
+    _state_memory.populated_zeros((size,), mx.cpu(), np.uint8)
+    _state_memory.populated_zeros((size,), mx.cpu(), np.uint8)  # 60 MB > 100 - 60 pending
+    release.set()
+    for thread in list(_state_memory.populating):
+        thread.join()
+    _state_memory.populated_zeros((size,), mx.cpu(), np.uint8)  # the first is done: fits again
+    for thread in list(_state_memory.populating):
+        thread.join()
+    assert started == [size, size]
 
 
 def test_populate_keeps_every_byte():

@@ -31,7 +31,8 @@ import threading
 import mxnet as mx
 import numpy as np
 
-__all__ = ["zeros", "lazy_zeros", "populated_zeros", "state_zeros", "PREFAULT_SHARE"]
+__all__ = ["zeros", "lazy_zeros", "populated_zeros", "populate", "state_zeros",
+           "PREFAULT_SHARE"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,16 +104,35 @@ def populate(host):
 
 #: The daemon threads started by populated_zeros (for tests to join).
 populating = []
+_pending = {"bytes": 0}  # scheduled by populated_zeros, not yet committed
+_pending_lock = threading.Lock()
+
+
+def _populate_then_release(host):
+    try:
+        populate(host)
+    finally:
+        with _pending_lock:
+            _pending["bytes"] -= host.nbytes
 
 
 def populated_zeros(shape, ctx, dtype):
-    """Lazy zeros whose pages a daemon thread commits, if they fit ``PREFAULT_SHARE`` of memory."""
+    """Lazy zeros whose pages a daemon thread commits, if they fit ``PREFAULT_SHARE`` of memory.
+
+    Memory that earlier calls scheduled but have not committed yet counts as
+    taken, so that several large states cannot together overrun the share.
+    """
     if ctx != mx.cpu():
         return zeros(shape, ctx, dtype)  # another device (or CPU id)
     host = np.zeros(shape, dtype=dtype)
-    if _MIN_POPULATE_BYTES <= host.nbytes <= PREFAULT_SHARE * _available_memory():
+    with _pending_lock:
+        free = _available_memory() - _pending["bytes"]
+        commit = _MIN_POPULATE_BYTES <= host.nbytes <= PREFAULT_SHARE * free
+        if commit:
+            _pending["bytes"] += host.nbytes
+    if commit:
         # The thread holds `host`, so the memory outlives it whatever happens to the NDArray.
-        thread = threading.Thread(target=populate, args=(host,), daemon=True,
+        thread = threading.Thread(target=_populate_then_release, args=(host,), daemon=True,
                                   name="gluon-sparse-populate")
         populating[:] = [t for t in populating if t.is_alive()] + [thread]
         thread.start()
