@@ -135,6 +135,18 @@ def test_unique_draws_distinct_negatives_corrected_by_their_tries():
     assert np.all(corr[~negative] == 0)
 
 
+@pytest.mark.parametrize("sampler", ["uniform", "log_uniform", "frequency", "in_batch"])
+def test_unique_draws_with_every_sampler(sampler):
+    """unique=True ends with every sampler ('in_batch' draws nothing: no negatives)."""
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, L, size=B)
+    out = _block("softmax", sampler, unique=True, label_counts=np.arange(L) % 7)
+    ids, _, corr = out.candidates(labels, B)
+    negatives = np.setdiff1d(ids, labels)
+    assert negatives.size == (0 if sampler == "in_batch" else 40)
+    assert np.all(corr[np.isin(ids, labels)] == 0)
+
+
 def test_unique_covering_every_label_is_the_exact_loss():
     """unique=True with num_sampled >= the non-positive labels: every label, no correction."""
     rng = np.random.default_rng(2)

@@ -78,6 +78,8 @@ class CandidateSampler(abc.ABC):
         chunk = max(wanted, 16)
         while draws.size < max_tries:
             more = self.sample(rng, min(chunk, max_tries - draws.size))
+            if more.size == 0:  # a sampler that draws nothing ('in_batch')
+                break
             draws = np.concatenate([draws, more])
             valid = ~np.isin(draws, exclude)
             ids, first = np.unique(draws[valid], return_index=True)
