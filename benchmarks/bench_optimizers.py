@@ -165,17 +165,24 @@ def run_worker(args):
         step = torch_step_fn(args.kind, features, raw)
     else:
         step = mxnet_step_fn(args.optimizer, args.kind, features, raw)
-    for k in range(args.warmup):
-        step(k)
-    times = np.empty(args.steps)
-    for k in range(args.steps):
+    # A candidate far slower than expected (MXNet's row_sparse FTRL streams the
+    # whole weight: seconds a step) stops at its time budget, with >= 4 timed steps.
+    deadline = time.perf_counter() + args.max_seconds
+    warmup = 0
+    while warmup < args.warmup and (warmup < 2 or time.perf_counter() < deadline -
+                                    args.max_seconds / 2):
+        step(warmup)
+        warmup += 1
+    times = []
+    while len(times) < args.steps and (len(times) < 4 or time.perf_counter() < deadline):
         begin = time.perf_counter()
-        step(args.warmup + k)
-        times[k] = time.perf_counter() - begin
+        step(warmup + len(times))
+        times.append(time.perf_counter() - begin)
+    times = np.array(times)
     quarters = [float(q.mean() * 1e3) for q in np.array_split(times, 4)]
     with open(args.out, "w") as f:
         json.dump({"avg_ms": float(times.mean() * 1e3), "min_ms": float(times.min() * 1e3),
-                   "quarters_avg_ms": quarters, "steps": args.steps}, f)
+                   "quarters_avg_ms": quarters, "steps": len(times)}, f)
 
 
 # ------------------------------------------------------------------ driver
@@ -186,7 +193,7 @@ def run_candidate(optimizer, kind, workload, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--optimizer", optimizer,
                "--kind", kind, "--workload", workload, "--warmup", str(warmup), "--steps",
                str(steps), "--batches", str(args.batches), "--seed", str(args.seed),
-               "--wd", repr(WD), "--out", out.name]
+               "--wd", repr(WD), "--max-seconds", repr(args.max_seconds), "--out", out.name]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -228,6 +235,8 @@ def main(argv=None):
     parser.add_argument("--slow-steps", type=int, default=8)
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=120,
+                        help="time budget of one candidate's warm-up and timed steps")
     parser.add_argument("--wd", type=float, default=WD, help="weight decay (default %g)" % WD)
     parser.add_argument("--quick", action="store_true", help="50 warm-up, 150 timed steps")
     parser.add_argument("--no-peers", action="store_true", help="skip the PyTorch peers")
