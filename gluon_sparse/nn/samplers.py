@@ -7,8 +7,9 @@ labels: :meth:`CandidateSampler.sample_distinct`). The output layer keeps the
 distinct labels drawn, joins them with the batch's positive labels and
 corrects the loss with each candidate's *inclusion probability*
 ``p = 1 - (1 - q) ** draws`` (the probability that a label appears at least
-once among the draws), which :meth:`CandidateSampler.log_inclusion` returns. Every sampler costs O(num_sampled) per batch (``'frequency'``:
-O(num_sampled log num_labels)), nothing proportional to the label count.
+once among the draws), which :meth:`CandidateSampler.log_inclusion` returns.
+Every sampler costs O(draws) per batch (``'frequency'``: O(draws log
+num_labels)), nothing proportional to the label count.
 """
 import abc
 

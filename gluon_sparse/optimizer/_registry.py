@@ -15,8 +15,10 @@ module is the Python side of that registry:
   to its weight (register, re-register when the weight moved, unregister with
   a flush when the state is dropped) and growing its history, with every
   change to the registry queued in MXNet's engine order
-  (:mod:`gluon_sparse.optimizer._engine_calls`);
-* (the zeroed arrays a state starts with are :mod:`._state_memory`'s).
+  (:mod:`gluon_sparse.optimizer._engine_calls`).
+
+The zeroed arrays a state starts with come from
+:mod:`gluon_sparse.optimizer._state_memory`.
 
 The registry entry says who owns the weight: deferred Adam (registered with
 ``gluon_sparse_deferred_register``) or a rule of the family, by its name
