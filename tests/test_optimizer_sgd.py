@@ -365,6 +365,9 @@ def test_python_rule_disagreeing_with_cpp_rule_is_refused():
         fixed_names = ("momentum",)
         step_names = ("lr", "wd", "clip_gradient")
 
+        def step(self, optimizer, index):
+            return {}
+
     w = mx.nd.ones((ROWS, COLS))
     with pytest.raises(RuntimeError, match="Python Rule and the C\\+\\+ rule"):
         DeferredRuleState(w, Wrong(), {"momentum": 0.9}, [mx.nd.zeros_like(w)] * 2)

@@ -31,6 +31,7 @@ and GPU. The Python side is as small:
 The result is MXNet's standard (dense-gradient) update of the same class,
 bitwise on CPU where MXNet computes the step in one C++ kernel.
 """
+import abc
 import inspect
 
 import mxnet as mx
@@ -45,7 +46,7 @@ __all__ = ["Rule", "SparseRuleMixin", "supports_deferred", "family_names"]
 _OP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-class Rule:
+class Rule(abc.ABC):
     """The Python description of one C++ rule (``optim_rule_<name>.h``).
 
     Subclasses set the class attributes to the C++ rule's and implement
@@ -77,13 +78,13 @@ class Rule:
         """The fixed scalars of ``optimizer``: dict name -> float (``fixed_names``)."""
         return {}
 
+    @abc.abstractmethod
     def step(self, optimizer, index):
         """The scalars of the update of weight ``index``: dict name -> float (``step_names``).
 
         Called once per update, after ``optimizer._update_count(index)``, so
         ``optimizer._index_update_count[index]`` is this update's 1-based count.
         """
-        raise NotImplementedError
 
     def create_states(self, optimizer, weight, zeros):
         """The initial state arrays, in ``state_names`` order (default: zeros).
@@ -143,7 +144,7 @@ def _as_list(state):
     return list(state)
 
 
-class SparseRuleMixin:
+class SparseRuleMixin(abc.ABC):
     """Routes an MXNet optimizer's updates to its family rule (see the module docstring).
 
     Put first among the bases: ``class SparseSGD(SparseRuleMixin, mx.optimizer.SGD)``.
@@ -166,9 +167,9 @@ class SparseRuleMixin:
         # hand lists to update_multi_precision, past the routing below).
         self.aggregate_num = 0
 
+    @abc.abstractmethod
     def _rule(self):
         """The :class:`Rule` for this optimizer's hyper-parameters."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ states
     def create_state(self, index, weight):
