@@ -102,6 +102,44 @@ def triple(optimizer, reference, kwargs, dtype="float32", zero_rows=()):
     return nets, [gluon.Trainer(n.collect_params(), o) for n, o in zip(nets, opts)]
 
 
+def train_triple(optimizer, reference, kwargs, steps, zero_rows=()):
+    """Train :func:`triple` on ``steps`` batches; each net's weights and states."""
+    nets, trainers = triple(optimizer, reference, kwargs, zero_rows=zero_rows)
+    data = batches(steps)
+    for net, trainer in zip(nets, trainers):
+        train(net, trainer, data)
+    return [weights(n) + states(t) for n, t in zip(nets, trainers)]
+
+
+def assert_all_same(got):
+    """The deferred, eager and reference results are bitwise equal."""
+    assert_same(got[0], got[1])
+    assert_same(got[0], got[2])
+
+
+def resume_from_files(optimizer, reference, kwargs, tmp_path, on_load=None):
+    """Train 10 of 24 steps deferred, save, load into a fresh net and Trainer, train the rest.
+
+    ``on_load(saved, loaded)``, if given, is called with the two Trainers right after the
+    states are loaded. Returns the weights and states of the resumed run and of the
+    uninterrupted reference run.
+    """
+    nets, trainers = triple(optimizer, reference, kwargs)
+    data = batches(24)
+    train(nets[0], trainers[0], data[:10])
+    nets[0].save_parameters(str(tmp_path / "w.params"))
+    trainers[0].save_states(str(tmp_path / "w.states"))
+    net = make_net()
+    net.load_parameters(str(tmp_path / "w.params"))
+    trainer = gluon.Trainer(net.collect_params(), optimizer(deferred=True, **kwargs))
+    trainer.load_states(str(tmp_path / "w.states"))
+    if on_load is not None:
+        on_load(trainers[0], trainer)
+    train(net, trainer, data[10:])
+    train(nets[2], trainers[2], data)
+    return weights(net) + states(trainer), weights(nets[2]) + states(trainers[2])
+
+
 def _sparse_index(trainer):
     """Index of the Trainer's parameter with a row_sparse gradient (the deferred one)."""
     found = [i for i, p in enumerate(trainer._params) if p._grad_stype == "row_sparse"]

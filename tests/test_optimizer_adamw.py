@@ -104,14 +104,8 @@ def test_long_gaps_and_small_lr_bitwise(wd):
 @pytest.mark.parametrize("wd", [0.0, 0.03])
 def test_zero_weight_rows_never_touched(wd):
     """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
-    nets, trainers = checks.triple(_adamw, MXNetAdamW, _kwargs(0.5, 1.0, wd),
-                                   zero_rows=checks.NEVER[:3])
-    data = checks.batches(10)
-    for n, t in zip(nets, trainers):
-        checks.train(n, t, data)
-    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
-    checks.assert_same(got[0], got[1])
-    checks.assert_same(got[0], got[2])
+    checks.assert_all_same(checks.train_triple(_adamw, MXNetAdamW, _kwargs(0.5, 1.0, wd), 10,
+                                               zero_rows=checks.NEVER[:3]))
 
 
 @pytest.mark.parametrize("bad", [0.0, float("nan"), float("inf")])
@@ -171,20 +165,9 @@ def test_two_devices_bitwise():
 
 
 def test_save_load_resume_matches_uninterrupted(tmp_path):
-    kw = _kwargs(None, 1.0, 0.03)
-    nets, trainers = checks.triple(_adamw, MXNetAdamW, kw)
-    data = checks.batches(24)
-    checks.train(nets[0], trainers[0], data[:10])
-    nets[0].save_parameters(str(tmp_path / "w.params"))
-    trainers[0].save_states(str(tmp_path / "w.states"))
-    resumed = checks.make_net()
-    resumed.load_parameters(str(tmp_path / "w.params"))
-    trainer = gluon.Trainer(resumed.collect_params(), _adamw(deferred=True, **kw))
-    trainer.load_states(str(tmp_path / "w.states"))
-    checks.train(resumed, trainer, data[10:])
-    checks.train(nets[2], trainers[2], data)
-    checks.assert_same(checks.weights(resumed) + checks.states(trainer),
-                       checks.weights(nets[2]) + checks.states(trainers[2]))
+    resumed, uninterrupted = checks.resume_from_files(
+        _adamw, MXNetAdamW, _kwargs(None, 1.0, 0.03), tmp_path)
+    checks.assert_same(resumed, uninterrupted)
 
 
 def test_registry_and_trainer_by_name():

@@ -76,27 +76,16 @@ def test_long_gaps_bitwise(wd):
 @pytest.mark.parametrize("wd", [0.0, 0.03])
 def test_zero_weight_rows_never_touched(wd):
     """Rows of +0 and -0 weights that no batch reads: signed zeros kept, bit for bit."""
-    nets, trainers = checks.triple(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, wd),
-                                   zero_rows=checks.NEVER[:3])
-    data = checks.batches(10)
-    for n, t in zip(nets, trainers):
-        checks.train(n, t, data)
-    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
-    checks.assert_same(got[0], got[1])
-    checks.assert_same(got[0], got[2])
+    checks.assert_all_same(checks.train_triple(SparseNadam, MXNetDense, _kwargs(0.5, 1.0, wd), 10,
+                                               zero_rows=checks.NEVER[:3]))
 
 
 def test_small_lr_on_zero_weights_bitwise():
     """lr below 1e-4 on weights of its order: MXNet casts _mul_scalar's double to float
     (correctly rounded), where dmlc's float parse would be one float off now and then."""
-    nets, trainers = checks.triple(SparseNadam, MXNetDense, _kwargs(None, 1.0, 0.01, lr=3.7e-5),
-                                   zero_rows=np.arange(checks.ROWS))
-    data = checks.batches(40)
-    for n, t in zip(nets, trainers):
-        checks.train(n, t, data)
-    got = [checks.weights(n) + checks.states(t) for n, t in zip(nets, trainers)]
-    checks.assert_same(got[0], got[1])
-    checks.assert_same(got[0], got[2])
+    checks.assert_all_same(checks.train_triple(SparseNadam, MXNetDense,
+                                               _kwargs(None, 1.0, 0.01, lr=3.7e-5), 40,
+                                               zero_rows=np.arange(checks.ROWS)))
 
 
 def test_reads_through_forward_before_flush():
@@ -119,21 +108,12 @@ def test_two_devices_bitwise():
 
 def test_save_load_resume_matches_uninterrupted(tmp_path):
     """The optimizer (with its m_schedule) and the deferred states travel in save_states."""
-    kw = _kwargs(None, 1.0, 0.03)
-    nets, trainers = checks.triple(SparseNadam, MXNetDense, kw)
-    data = checks.batches(24)
-    checks.train(nets[0], trainers[0], data[:10])
-    nets[0].save_parameters(str(tmp_path / "w.params"))
-    trainers[0].save_states(str(tmp_path / "w.states"))
-    resumed = checks.make_net()
-    resumed.load_parameters(str(tmp_path / "w.params"))
-    trainer = gluon.Trainer(resumed.collect_params(), SparseNadam(deferred=True, **kw))
-    trainer.load_states(str(tmp_path / "w.states"))
-    assert trainer._optimizer.m_schedule == trainers[0]._optimizer.m_schedule != 1.0
-    checks.train(resumed, trainer, data[10:])
-    checks.train(nets[2], trainers[2], data)
-    checks.assert_same(checks.weights(resumed) + checks.states(trainer),
-                       checks.weights(nets[2]) + checks.states(trainers[2]))
+    def same_schedule(saved, loaded):
+        assert loaded._optimizer.m_schedule == saved._optimizer.m_schedule != 1.0
+
+    resumed, uninterrupted = checks.resume_from_files(
+        SparseNadam, MXNetDense, _kwargs(None, 1.0, 0.03), tmp_path, on_load=same_schedule)
+    checks.assert_same(resumed, uninterrupted)
 
 
 def test_registry_and_trainer_by_name():
