@@ -6,9 +6,12 @@
 missed steps (the first read minus the best of five reads that replay
 nothing), the median of ``--repeat`` fresh runs. Run with ``--serial`` to
 force the kernels onto one thread (test knob), to see the kernel's own cost
-on a machine whose other core is busy.
+on a machine whose other core is busy. ``--builds baseline,avx2`` times both
+builds of the replay's SIMD kernels (host_simd.h) in the same run, gap by
+gap, alternating (default: the one the CPU picks).
 
-Run: ``python benchmarks/bench_replay.py [--gaps 100,300,1000,3000] [--serial] [--repeat 5]``
+Run: ``python benchmarks/bench_replay.py [--gaps 20,100,300,1000,3000] [--serial] [--repeat 5]
+[--builds baseline,avx2]``
 """
 import argparse
 import math
@@ -59,22 +62,38 @@ def replay_seconds(gap):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gaps", default="100,300,1000,3000")
+    parser.add_argument("--gaps", default="20,100,300,1000,3000")
     parser.add_argument("--serial", action="store_true")
     parser.add_argument("--repeat", type=int, default=5, help="fresh runs a gap (median)")
+    parser.add_argument("--builds", default="auto",
+                        help="comma-separated: auto (the CPU's pick), baseline, avx2")
     args = parser.parse_args(argv)
+    paths = {"auto": -1, "baseline": 0, "avx2": 1}
+    builds = args.builds.split(",")
+    unknown = [b for b in builds if b not in paths]
+    if unknown:
+        parser.error("unknown build(s) %s; choose from %s" % (unknown, sorted(paths)))
     _native.load_ops()
     if args.serial:
         _native._set_parallelism(1 << 60, 1)
-    table = Table("replay", ["steps away", "replay of 100 rows", "ns per element-step",
+    table = Table("replay", ["steps away", "build", "replay of 100 rows", "ns per element-step",
                              "threads", "load avg"])
     for gap in (int(g) for g in args.gaps.split(",")):
         load = open("/proc/loadavg").read().split()[0]
-        seconds = float(np.median([replay_seconds(gap) for _ in range(args.repeat)]))
-        table.add(**{"steps away": gap, "replay of 100 rows": "%.2f ms" % (seconds * 1e3),
-                     "ns per element-step": round(seconds / (len(READ) * COLS * gap) * 1e9, 2),
-                     "threads": "1 (forced)" if args.serial else "default",
-                     "load avg": load})
+        runs = {build: [] for build in builds}
+        for _ in range(args.repeat):  # builds alternate, so drifts of the machine hit both
+            for build in builds:
+                _native._force_simd_path(paths[build])
+                runs[build].append(replay_seconds(gap))
+        _native._force_simd_path(-1)
+        for build in builds:
+            seconds = float(np.median(runs[build]))
+            table.add(**{"steps away": gap, "build": build,
+                         "replay of 100 rows": "%.2f ms" % (seconds * 1e3),
+                         "ns per element-step": round(seconds / (len(READ) * COLS * gap) * 1e9,
+                                                      2),
+                         "threads": "1 (forced)" if args.serial else "default",
+                         "load avg": load})
     table.save()
 
 

@@ -101,16 +101,18 @@ def _set_parallelism(grain=0, threads=0):
     lib.gluon_sparse_set_parallelism(int(grain), int(threads))
 
 
-def _force_decay_path(path=-1):
-    """Force the path of deferred Adam's frozen-row replay (geometric_decay.h). For tests only.
+def _force_simd_path(path=-1):
+    """Force the build the host SIMD kernels take (host_simd.h). For tests only.
 
-    0: the baseline x86-64 build, 1: the AVX2 build (the baseline on a CPU
-    without AVX2), -1: picked by the CPU (the default). Results must not change.
+    Deferred Adam's replay (its full steps and its frozen-row decay) is
+    compiled for baseline x86-64 and for AVX2. 0: the baseline build, 1: the
+    AVX2 build (the baseline on a CPU without AVX2), -1: picked by the CPU
+    (the default). Results must not change.
     """
     load_ops()
     lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
-    lib.gluon_sparse_force_decay_path.argtypes = [ctypes.c_int]
-    lib.gluon_sparse_force_decay_path(int(path))
+    lib.gluon_sparse_force_simd_path.argtypes = [ctypes.c_int]
+    lib.gluon_sparse_force_simd_path(int(path))
 
 
 def _decay_geometric(x, b, n, path=-1):

@@ -181,6 +181,20 @@ inline void replay_frozen(int64_t cols, const float* w, float* m, float* v,
 }
 #endif  // !__CUDACC__
 
+#if !defined(__CUDACC__)
+/*!
+ * \brief Steps first .. last of one row, each a full step without gradient
+ *        (update_row_without_grad with that step's scalars).
+ *
+ * The replay's hot loop: sqrt and division bound. Compiled for baseline x86-64
+ * and for AVX2 (twice the lanes a division) in adam_replay_steps.cc and
+ * picked at run time (host_simd.h); both bitwise equal to the scalar step.
+ */
+template <typename T>
+void replay_full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
+                       const FixedScalars& fixed, int64_t first, int64_t last);
+#endif
+
 /*!
  * \brief Bring one row (cols contiguous elements) from step `from` to step `to`
  *        by replaying steps from + 1 .. to without gradient (host loop; the
@@ -194,22 +208,23 @@ template <typename T>
 inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
                        T* __restrict__ var, const StepRecord* history, const FixedScalars& fixed,
                        int64_t from, int64_t to, const ReplayHints& hints) {
+  int64_t s = from + 1;
   // The fixed point divides +0 by sqrt(0) + epsilon, which must be positive.
-  bool zero = fixed.epsilon > 0.0f && state_is_zero(cols, mean, var) &&
-              weights_finite(cols, weight);
-  if (zero && hints.last_wd <= from) return;  // every step of the range is a no-op
+  if (fixed.epsilon > 0.0f && state_is_zero(cols, mean, var) && weights_finite(cols, weight)) {
+    if (hints.last_wd <= from) return;  // every step of the range is a no-op
+    while (s <= to && history[s].wd == 0.0f) ++s;  // fixed points until the first decay
+  }
+#if !defined(__CUDACC__)
   constexpr int64_t kMinFrozenSteps = 16;  // below this a check costs what it saves
   constexpr int64_t kCheckEvery = 8;
   const bool may_freeze = sizeof(T) == sizeof(float) && fixed.beta1 > 0.5f &&
                           fixed.beta1 < 1.0f && fixed.beta2 > 0.5f && fixed.beta2 < 1.0f &&
                           fixed.epsilon > 0.0f;
-  int64_t full_steps = 0;
-  for (int64_t s = from + 1; s <= to; ++s) {
-    const StepRecord& record = history[s];
-    if (zero && record.wd == 0.0f) continue;  // a fixed point: the step changes nothing
-#if !defined(__CUDACC__)
-    if (may_freeze && s > hints.last_unsafe && to - s + 1 >= kMinFrozenSteps &&
-        full_steps++ % kCheckEvery == 0) {
+  while (s <= to) {
+    int64_t last = to;
+    if (may_freeze && s <= hints.last_unsafe) {
+      last = std::min(to, hints.last_unsafe);  // no freezing before the last unsafe step
+    } else if (may_freeze && to - s + 1 >= kMinFrozenSteps) {
       float* w = reinterpret_cast<float*>(weight);
       float* m = reinterpret_cast<float*>(mean);
       float* v = reinterpret_cast<float*>(var);
@@ -217,16 +232,21 @@ inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mea
         replay_frozen(cols, w, m, v, history, fixed, s, to);
         return;
       }
+      last = s + kCheckEvery - 1;  // check again after a few full steps
     }
-#endif
-    const AdamScalars<T> scalars = step_scalars<T>(record, fixed);
-    if (record.clip_gradient >= 0.0f) {
+    replay_full_steps<T>(cols, weight, mean, var, history, fixed, s, last);
+    s = last + 1;
+  }
+#else
+  for (; s <= to; ++s) {
+    const AdamScalars<T> scalars = step_scalars<T>(history[s], fixed);
+    if (history[s].clip_gradient >= 0.0f) {
       update_row_without_grad<true>(cols, weight, mean, var, scalars);
     } else {
       update_row_without_grad<false>(cols, weight, mean, var, scalars);
     }
-    zero = false;
   }
+#endif
 }
 
 }  // namespace deferred

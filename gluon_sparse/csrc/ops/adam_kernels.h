@@ -35,6 +35,13 @@
 #if !defined(__CUDACC__) && defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
 #define GS_HOST_SIMD 1
+// The AVX2 build of the replay (adam_replay_steps.cc) relies on GCC inlining
+// an AVX builtin into `target("avx2"), flatten` functions, which it does when
+// optimising; other compilers and -O0 builds keep the baseline alone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#include <immintrin.h>
+#define GS_HOST_AVX2 1
+#endif
 #endif
 
 #include "optim_rule.h"  // GS_HOST_DEVICE and the exact arithmetic, shared with every rule
@@ -90,12 +97,30 @@ GS_HOST_DEVICE AdamScalars<T> make_scalars(float lr, float beta1, float beta2, f
 }
 
 #if GS_HOST_SIMD
-// 16-byte vectors for the host rows (see "Host rows" below); declared before
-// `apply` so that its unqualified sqrt_rn finds them.
+// Vectors for the host rows (see "Host rows" below); declared before `apply`
+// so that its unqualified sqrt_rn finds them. 16-byte vectors are baseline
+// x86-64 (SSE2). The 32-byte ones are AVX: only code compiled for AVX2 may
+// use them (adam_replay_steps.cc's `target("avx2"), flatten` entry points,
+// into which these always-inline square roots are inlined).
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef double f64x2 __attribute__((vector_size(16)));
 inline f32x4 sqrt_rn(f32x4 a) { return (f32x4)_mm_sqrt_ps((__m128)a); }
 inline f64x2 sqrt_rn(f64x2 a) { return (f64x2)_mm_sqrt_pd((__m128d)a); }
+#if GS_HOST_AVX2
+// (GCC notes that 32-byte vector arguments change the ABI without AVX: these
+// functions are always inlined into AVX2 code, never called across objects.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef double f64x4 __attribute__((vector_size(32)));
+__attribute__((always_inline)) inline f32x8 sqrt_rn(f32x8 a) {
+  return (f32x8)__builtin_ia32_sqrtps256((__v8sf)a);
+}
+__attribute__((always_inline)) inline f64x4 sqrt_rn(f64x4 a) {
+  return (f64x4)__builtin_ia32_sqrtpd256((__v4df)a);
+}
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 /*! \brief Gradient of a row present in the gradient: grad * rescale_grad + weight * wd. */
@@ -132,7 +157,10 @@ GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>&
 // sqrt may set errno, a side effect it will not vectorise. So the rows are
 // written with vector types whose lanes go through the same `apply` as scalars:
 // +, -, *, / and sqrtps/sqrtpd are IEEE correctly rounded per lane, so the
-// results stay bitwise equal to the scalar (and CUDA) path.
+// results stay bitwise equal to the scalar (and CUDA) path, whatever the
+// vector's width (the default: 16 bytes, baseline x86-64; V = f32x8 / f64x4
+// only from AVX2 code, see above). Nothing is contracted into fused
+// multiply-adds: neither the baseline nor AVX2 has FMA instructions.
 template <typename T> struct Simd;
 template <> struct Simd<float> { typedef f32x4 type; };
 template <> struct Simd<double> { typedef f64x2 type; };
@@ -150,11 +178,10 @@ template <typename V> inline V load(const void* p) { V v; std::memcpy(&v, p, siz
 template <typename V> inline void store(void* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
 
 /*! \brief Update one row present in the gradient (cols contiguous elements). */
-template <bool kClip, typename T>
+template <bool kClip, typename T, typename V = typename Simd<T>::type>
 inline void update_row_with_grad(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
                                  T* __restrict__ var, const T* __restrict__ grad,
                                  const AdamScalars<T>& s) {
-  typedef typename Simd<T>::type V;
   constexpr int64_t kLanes = sizeof(V) / sizeof(T);
   const AdamScalars<V> sv = broadcast<V>(s);
   int64_t j = 0;
@@ -169,10 +196,9 @@ inline void update_row_with_grad(int64_t cols, T* __restrict__ weight, T* __rest
 }
 
 /*! \brief Update one row absent from the gradient (decay only). */
-template <bool kClip, typename T>
+template <bool kClip, typename T, typename V = typename Simd<T>::type>
 inline void update_row_without_grad(int64_t cols, T* __restrict__ weight, T* __restrict__ mean,
                                     T* __restrict__ var, const AdamScalars<T>& s) {
-  typedef typename Simd<T>::type V;
   constexpr int64_t kLanes = sizeof(V) / sizeof(T);
   const AdamScalars<V> sv = broadcast<V>(s);
   int64_t j = 0;
@@ -187,7 +213,7 @@ inline void update_row_without_grad(int64_t cols, T* __restrict__ weight, T* __r
 }
 #else
 /*! \brief Update one row present in the gradient (cols contiguous elements). */
-template <bool kClip, typename T>
+template <bool kClip, typename T, typename V = T>  // V: the lane type (scalar here)
 GS_HOST_DEVICE void update_row_with_grad(int64_t cols, T* __restrict__ weight,
                                          T* __restrict__ mean, T* __restrict__ var,
                                          const T* __restrict__ grad, const AdamScalars<T>& s) {
@@ -197,7 +223,7 @@ GS_HOST_DEVICE void update_row_with_grad(int64_t cols, T* __restrict__ weight,
 }
 
 /*! \brief Update one row absent from the gradient (decay only). */
-template <bool kClip, typename T>
+template <bool kClip, typename T, typename V = T>
 GS_HOST_DEVICE void update_row_without_grad(int64_t cols, T* __restrict__ weight,
                                             T* __restrict__ mean, T* __restrict__ var,
                                             const AdamScalars<T>& s) {

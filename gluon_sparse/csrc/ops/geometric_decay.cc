@@ -7,8 +7,9 @@
  */
 #include "geometric_decay.h"
 
+#include "host_simd.h"
+
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -178,28 +179,11 @@ void decay_baseline(int64_t count, float* x, float b, int64_t n) { decay_all<4>(
 __attribute__((target("avx2"))) void decay_avx2(int64_t count, float* x, float b, int64_t n) {
   decay_all<8>(count, x, b, n);
 }
-bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
 #else
 void decay_avx2(int64_t count, float* x, float b, int64_t n) { decay_all<4>(count, x, b, n); }
-bool cpu_has_avx2() { return false; }
 #endif
 
-std::atomic<int> forced_path{-1};
-
 }  // namespace
-
-int decay_geometric_path() {
-  const int forced = forced_path.load(std::memory_order_relaxed);
-  if (forced >= 0) return forced;
-  static const int detected = cpu_has_avx2() ? 1 : 0;
-  return detected;
-}
-
-void decay_geometric_force_path(int path) {
-  // A forced AVX2 path on a CPU without it falls back to the baseline.
-  if (path == 1 && !cpu_has_avx2()) path = 0;
-  forced_path.store(path == 0 || path == 1 ? path : -1, std::memory_order_relaxed);
-}
 
 void decay_geometric(int64_t count, float* x, float b, int64_t n) {
   if (n <= 0 || count <= 0) return;
@@ -209,7 +193,7 @@ void decay_geometric(int64_t count, float* x, float b, int64_t n) {
     }
     return;
   }
-  if (decay_geometric_path() == 1) {
+  if (host_simd_path() == 1) {
     decay_avx2(count, x, b, n);
   } else {
     decay_baseline(count, x, b, n);
@@ -226,14 +210,9 @@ void decay_geometric(int64_t count, float* x, float b, int64_t n) {
 extern "C" int gluon_sparse_decay_geometric(int64_t count, float* x, float b, int64_t n,
                                             int path) {
   namespace ops = gluon_sparse::ops;
-  ops::decay_geometric_force_path(path);
-  const int taken = ops::decay_geometric_path();
+  ops::force_host_simd_path(path);
+  const int taken = ops::host_simd_path();
   ops::decay_geometric(count, x, b, n);
-  ops::decay_geometric_force_path(-1);
+  ops::force_host_simd_path(-1);
   return taken;
-}
-
-/*! \brief Test knob: the path every replay takes from now on (-1: by CPU). */
-extern "C" void gluon_sparse_force_decay_path(int path) {
-  gluon_sparse::ops::decay_geometric_force_path(path);
 }

@@ -24,8 +24,9 @@
  *  - a value that a step leaves unchanged is at its fixed point (zero, or a
  *    few denormal units) and is set aside; a block whose values all are stops.
  *
- * Compiled twice, for baseline x86-64 and for AVX2, and picked at run time;
- * both paths are bitwise equal to the plain loop (tests/test_geometric_decay.py).
+ * Compiled twice, for baseline x86-64 and for AVX2, and picked at run time
+ * (host_simd.h); both paths are bitwise equal to the plain loop
+ * (tests/test_grain.py).
  */
 #ifndef GLUON_SPARSE_CSRC_OPS_GEOMETRIC_DECAY_H_
 #define GLUON_SPARSE_CSRC_OPS_GEOMETRIC_DECAY_H_
@@ -42,15 +43,6 @@ namespace ops {
  * when 0.5 < b < 1; any other b takes the plain loop.
  */
 void decay_geometric(int64_t count, float* x, float b, int64_t n);
-
-/*! \brief Which compiled path decay_geometric takes: 0 baseline, 1 AVX2. */
-int decay_geometric_path();
-
-/*!
- * \brief Test hook: force the baseline (0) or AVX2 (1) path, or pick by CPU
- *        (-1); AVX2 on a CPU without it is the baseline.
- */
-void decay_geometric_force_path(int path);
 
 }  // namespace ops
 }  // namespace gluon_sparse

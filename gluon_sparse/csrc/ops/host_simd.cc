@@ -1,0 +1,43 @@
+/*!
+ * Run-time choice between the baseline and AVX2 builds (see host_simd.h).
+ */
+#include "host_simd.h"
+
+#include <atomic>
+
+namespace gluon_sparse {
+namespace ops {
+namespace {
+
+std::atomic<int> forced_path{-1};
+
+}  // namespace
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+int host_simd_path() {
+  const int forced = forced_path.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced;
+  static const int detected = cpu_has_avx2() ? 1 : 0;
+  return detected;
+}
+
+void force_host_simd_path(int path) {
+  // A forced AVX2 path on a CPU without it falls back to the baseline.
+  if (path == 1 && !cpu_has_avx2()) path = 0;
+  forced_path.store(path == 0 || path == 1 ? path : -1, std::memory_order_relaxed);
+}
+
+}  // namespace ops
+}  // namespace gluon_sparse
+
+/*! \brief Test knob: the build every host SIMD kernel takes from now on (-1: by CPU). */
+extern "C" void gluon_sparse_force_simd_path(int path) {
+  gluon_sparse::ops::force_host_simd_path(path);
+}
