@@ -41,12 +41,12 @@ def numpy_scores(clf, X):
 
 
 def test_sampled_output_accuracy_within_two_points_of_dense_on_planted_classes():
-    X, y = planted_classes(12000, 20000, 1000)
-    X_train, X_test, y_train, y_test = X[:10000], X[10000:], y[:10000], y[10000:]
+    X, y = planted_classes(8000, 20000, 1000)
+    X_train, X_test, y_train, y_test = X[:6000], X[6000:], y[:6000], y[6000:]
     scores = {}
     for output in ("dense", "sampled"):
         clf = SparseMLPClassifier(hidden_layer_sizes=(64,), output=output, num_sampled=64,
-                                  batch_size=100, learning_rate_init=0.01, max_iter=6,
+                                  batch_size=100, learning_rate_init=0.01, max_iter=5,
                                   random_state=0).fit(X_train, y_train)
         assert clf.sampled_output_ == (output == "sampled")
         scores[output] = clf.score(X_test, y_test)
