@@ -7,12 +7,12 @@
  */
 #include "geometric_decay.h"
 
-#include "host_simd.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "host_simd.h"
 
 // 32-byte vectors passed between always-inlined helpers: GCC's note about
 // their ABI concerns calls across objects, which never happen here.
