@@ -158,7 +158,12 @@ class BuildNative(build_ext):
                 "gluon-sparse needs a C++17 compiler to build its native libraries and none "
                 "was found (looked for %r). Install one (e.g. apt-get install g++) and "
                 "reinstall gluon-sparse." % cxx)
-        cxxflags = ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-Wall", "-Wno-unused-function",
+        # -fno-math-errno: nothing here reads errno, and with GCC's default every
+        # sqrt may set it, a side effect that keeps the optimizer rules' row loops
+        # (optim_rows.h) scalar. Without it they vectorise; sqrtps is correctly
+        # rounded per lane like sqrtss, so results stay bitwise the same.
+        cxxflags = ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-Wall",
+                    "-Wno-unused-function",
                     "-I", os.path.join(HERE, ext.source_dir), "-I", os.path.join(HERE, CSRC)]
         cxxflags += shlex.split(os.environ.get("GLUON_SPARSE_CXXFLAGS", ""))
         ldflags = ["-shared", "-fopenmp"]
