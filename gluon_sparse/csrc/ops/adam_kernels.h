@@ -153,9 +153,11 @@ GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>&
 
 #if GS_HOST_SIMD
 // ------------------------------------------------------------------ Host rows
-// GCC does not auto-vectorise these loops: with its default -fmath-errno every
-// sqrt may set errno, a side effect it will not vectorise. So the rows are
-// written with vector types whose lanes go through the same `apply` as scalars:
+// Written with explicit vector types rather than left to the auto-vectoriser:
+// it does not vectorise sqrt under GCC's default -fmath-errno (setup.py passes
+// -fno-math-errno, for the rules' loops, but a build with other flags may not),
+// and the AVX2 build of the replay needs the width chosen here. The lanes go
+// through the same `apply` as scalars:
 // +, -, *, / and sqrtps/sqrtpd are IEEE correctly rounded per lane, so the
 // results stay bitwise equal to the scalar (and CUDA) path, whatever the
 // vector's width (the default: 16 bytes, baseline x86-64; V = f32x8 / f64x4
