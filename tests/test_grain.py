@@ -198,7 +198,7 @@ def _has_avx2():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("wd, clip", [(0.0, None), (0.01, 0.5)])
 def test_full_step_replay_builds_equal_eager(path, dtype, wd, clip):
-    """Rows back after 1-40 steps (moving weights: full Adam steps) replay bitwise as eager.
+    """Rows back after a few to a few dozen steps (moving weights: full Adam steps) = eager.
 
     The full-step replay (adam_replay_steps.cc) is built for baseline x86-64
     and for AVX2; 13 columns cover whole vectors and the scalar tail of both.
