@@ -181,14 +181,31 @@ inline void replay_frozen(int64_t cols, const float* w, float* m, float* v,
 }
 #endif  // !__CUDACC__
 
-#if !defined(__CUDACC__)
 /*!
  * \brief Steps first .. last of one row, each a full step without gradient
- *        (update_row_without_grad with that step's scalars).
- *
- * The replay's hot loop: sqrt and division bound. Compiled for baseline x86-64
- * and for AVX2 (twice the lanes a division) in adam_replay_steps.cc and
- * picked at run time (host_simd.h); both bitwise equal to the scalar step.
+ *        (update_row_without_grad with that step's scalars), over lanes of
+ *        type V (a host vector type, or T itself without vector extensions).
+ */
+template <typename T, typename V = T>
+inline void full_steps_in_lanes(int64_t cols, T* weight, T* mean, T* var,
+                                const StepRecord* history, const FixedScalars& fixed,
+                                int64_t first, int64_t last) {
+  for (int64_t s = first; s <= last; ++s) {
+    const AdamScalars<T> scalars = step_scalars<T>(history[s], fixed);
+    if (history[s].clip_gradient >= 0.0f) {
+      update_row_without_grad<true, T, V>(cols, weight, mean, var, scalars);
+    } else {
+      update_row_without_grad<false, T, V>(cols, weight, mean, var, scalars);
+    }
+  }
+}
+
+#if !defined(__CUDACC__)
+/*!
+ * \brief full_steps_in_lanes, the replay's hot loop (sqrt and division bound),
+ *        compiled for baseline x86-64 and for AVX2 (twice the lanes a division)
+ *        in adam_replay_steps.cc and picked at run time (host_simd.h); both
+ *        bitwise equal to the scalar step.
  */
 template <typename T>
 void replay_full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
@@ -238,14 +255,7 @@ inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mea
     s = last + 1;
   }
 #else
-  for (; s <= to; ++s) {
-    const AdamScalars<T> scalars = step_scalars<T>(history[s], fixed);
-    if (history[s].clip_gradient >= 0.0f) {
-      update_row_without_grad<true>(cols, weight, mean, var, scalars);
-    } else {
-      update_row_without_grad<false>(cols, weight, mean, var, scalars);
-    }
-  }
+  full_steps_in_lanes<T>(cols, weight, mean, var, history, fixed, s, to);
 #endif
 }
 

@@ -26,19 +26,6 @@ namespace adam {
 namespace deferred {
 namespace {
 
-template <typename T, typename V>
-inline void full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
-                       const FixedScalars& fixed, int64_t first, int64_t last) {
-  for (int64_t s = first; s <= last; ++s) {
-    const AdamScalars<T> scalars = step_scalars<T>(history[s], fixed);
-    if (history[s].clip_gradient >= 0.0f) {
-      update_row_without_grad<true, T, V>(cols, weight, mean, var, scalars);
-    } else {
-      update_row_without_grad<false, T, V>(cols, weight, mean, var, scalars);
-    }
-  }
-}
-
 // The baseline's lanes: 16-byte vectors, or scalars without vector extensions.
 #if GS_HOST_SIMD
 template <typename T> using BaselineLanes = typename Simd<T>::type;
@@ -57,7 +44,8 @@ template <typename T>
 __attribute__((target("avx2"), flatten)) void full_steps_avx2(
     int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
     const FixedScalars& fixed, int64_t first, int64_t last) {
-  full_steps<T, typename Avx2<T>::type>(cols, weight, mean, var, history, fixed, first, last);
+  full_steps_in_lanes<T, typename Avx2<T>::type>(cols, weight, mean, var, history, fixed, first,
+                                                 last);
 }
 #endif
 
@@ -72,7 +60,7 @@ void replay_full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecor
     return;
   }
 #endif
-  full_steps<T, BaselineLanes<T>>(cols, weight, mean, var, history, fixed, first, last);
+  full_steps_in_lanes<T, BaselineLanes<T>>(cols, weight, mean, var, history, fixed, first, last);
 }
 
 template void replay_full_steps<float>(int64_t, float*, float*, float*, const StepRecord*,
