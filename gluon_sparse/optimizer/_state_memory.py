@@ -23,7 +23,7 @@ zero state is a fixed point). Three ways to get the zeros:
 :func:`state_zeros` picks one per weight.
 """
 import ctypes
-import ctypes.util
+import functools
 import logging
 import mmap
 import threading
@@ -72,14 +72,18 @@ def _available_memory():
     return 0
 
 
+@functools.lru_cache(maxsize=None)
 def _madvise():
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    libc = ctypes.CDLL(name, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise.restype = ctypes.c_int
-    return libc.madvise
+    """The C library's madvise, looked up once in this process's symbols; None where absent.
+
+    (``ctypes.util.find_library`` would run ``ldconfig`` in a subprocess for
+    every state; libc is already loaded.)
+    """
+    madvise = getattr(ctypes.CDLL(None, use_errno=True), "madvise", None)
+    if madvise is not None:
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        madvise.restype = ctypes.c_int
+    return madvise
 
 
 def populate(host):
