@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.runner import RESULTS_DIR, Table  # noqa: E402
+from benchmarks.runner import RESULTS_DIR, Table, available_bytes  # noqa: E402
 from benchmarks.workloads import peer_batches  # noqa: E402
 
 logger = logging.getLogger("gluon_sparse.benchmarks.peers")
@@ -172,14 +172,6 @@ def run_worker(args):
 
 
 # ------------------------------------------------------------------ driver
-def available_bytes():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return float("inf")
-
-
 def torch_available():
     try:
         import torch  # noqa: F401

@@ -38,7 +38,8 @@ import numpy as np
 from mxnet import autograd, gluon
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.runner import RESULTS_DIR, Table, format_seconds, time_call  # noqa: E402
+from benchmarks.runner import (RESULTS_DIR, Table, available_bytes, format_seconds,  # noqa: E402
+                               time_call)
 from benchmarks.workloads import random_csr, to_mx_csr  # noqa: E402
 from gluon_sparse.nn import FullyConnectedSparse  # noqa: E402
 
@@ -102,14 +103,6 @@ def candidates():
         found.append(("gluon-sparse dot + SparseAdam standard (deferred)", "ours",
                       lambda: SparseAdam(learning_rate=LEARNING_RATE, deferred=True), False))
     return found
-
-
-def available_bytes():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return float("inf")
 
 
 def model_bytes(features):

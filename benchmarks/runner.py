@@ -37,6 +37,15 @@ def machine():
             "python": platform.python_version(), "mxnet": mx.__version__, "numpy": np.__version__}
 
 
+def available_bytes():
+    """Memory available to new allocations (Linux's MemAvailable); inf where unknown."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return float("inf")
+
+
 def time_call(fn, repeat=3, warmup=1, number=1, sync=None):
     """Time ``fn`` and return a dict with the min, median and all times in seconds.
 
