@@ -132,6 +132,27 @@ def _decay_geometric(x, b, n, path=-1):
                                                  int(path)))
 
 
+def _parallel_fill(n, chunk, team, item_micros=0):
+    """Run ``out[i] += i + 1`` for ``i < n`` on the worker pool. For tests only.
+
+    ``chunk`` 0 splits [0, n) into one block per thread (parallel_blocks),
+    ``chunk`` > 0 hands out that many items at a time (parallel_dynamic), on
+    a team of ``team`` threads; each item also spins for ``item_micros``
+    microseconds (time for the pool's workers to wake and take part). Returns ``(out, threads)``: the int64 array
+    (every item run exactly once gives ``arange(n) + 1``) and how many
+    threads ran items.
+    """
+    import numpy as np
+    load_ops()
+    out = np.zeros(int(n), np.int64)
+    lib = ctypes.CDLL(OPS_LIBRARY)
+    lib.gluon_sparse_parallel_fill.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                                               ctypes.c_int64, ctypes.c_void_p]
+    threads = lib.gluon_sparse_parallel_fill(int(n), int(chunk), int(team), int(item_micros),
+                                             out.ctypes.data)
+    return out, int(threads)
+
+
 def load_ops():
     """Load the operator library into MXNet once; later calls are free.
 

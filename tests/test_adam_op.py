@@ -222,6 +222,7 @@ _SANITIZER_DRIVER = r"""
 #include "adam_op.cc"
 #include "adam_op_cpu.cc"
 #include "omp_threads.cc"
+#include "worker_pool.cc"
 
 static int run(std::vector<int64_t> idx, int64_t rows, int64_t cols, int64_t weight_rows_stored,
                bool sparse_weight) {

@@ -190,6 +190,18 @@ def test_geometric_decay_equals_numpy(path, b):
                                       err_msg="count %d, n %d" % (count, n))
 
 
+@pytest.mark.parametrize("path", [0, 1])
+@pytest.mark.parametrize("b", [0.9, 0.5000001])
+def test_geometric_decay_one_step_every_tiny_value(path, b):
+    """One step of every float32 below 2 FLT_MIN (the integer-grid path), against NumPy."""
+    x = np.arange(0, 0x01000000, dtype=np.uint32).view(np.float32)
+    want = x * np.float32(b)
+    got = x.copy()
+    if _native._decay_geometric(got, b, 1, path) != path:
+        pytest.skip("this CPU has no AVX2")
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def _has_avx2():
     return _native._decay_geometric(np.ones(1, np.float32), 0.9, 1, 1) == 1
 
@@ -243,3 +255,85 @@ def test_long_absences_replay_equals_eager(dtype, cols, simd_path):
     eager_result = _deferred_run(rows, cols, steps, schedule, 0.0, dtype, eager=True)
     for got, want in zip(deferred_result, eager_result):
         np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+# ------------------------------------------------------------------ worker pool
+@pytest.mark.parametrize("chunk", [0, 1, 7])
+@pytest.mark.parametrize("n", [2, 3, 1000])
+def test_worker_pool_runs_every_item_once(chunk, n):
+    # (A worker that has not woken up by the time the caller is done leaves
+    # its share to the caller, so how many threads ran items varies.)
+    out, threads = _native._parallel_fill(n, chunk, 2)
+    np.testing.assert_array_equal(out, np.arange(n) + 1)
+    assert threads in (1, 2)
+    out, threads = _native._parallel_fill(n, chunk, 1)
+    np.testing.assert_array_equal(out, np.arange(n) + 1)
+    assert threads == 1
+
+
+@pytest.mark.parametrize("chunk", [0, 1])
+def test_worker_pool_workers_take_part(chunk):
+    """Items of 100 ms: the workers wake up in time to run some."""
+    out, threads = _native._parallel_fill(4, chunk, 2, item_micros=100_000)
+    np.testing.assert_array_equal(out, np.arange(4) + 1)
+    assert threads == 2
+
+
+def test_worker_pool_with_a_team_larger_than_its_threads():
+    out, threads = _native._parallel_fill(50, 0, 9)
+    np.testing.assert_array_equal(out, np.arange(50) + 1)
+    assert 1 <= threads <= 9
+    out, threads = _native._parallel_fill(9, 0, 9, item_micros=50_000)
+    np.testing.assert_array_equal(out, np.arange(9) + 1)
+    assert threads >= 2
+
+
+def test_worker_pool_under_concurrent_callers():
+    """Callers racing for the pool (MXNet runs operators on several engine
+    threads): one gets the team, the others run serially, none waits on another."""
+    import threading
+    failures = []
+
+    def call(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(300):
+            n = int(rng.integers(2, 3000))
+            out, _ = _native._parallel_fill(n, int(rng.integers(0, 9)), 2)
+            if not np.array_equal(out, np.arange(n) + 1):
+                failures.append(n)
+
+    callers = [threading.Thread(target=call, args=(seed,)) for seed in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in callers), "a caller hung"
+    assert failures == []
+
+
+def test_worker_pool_in_a_forked_child():
+    """The child of a fork has none of the parent's threads: it gets a pool of its own."""
+    import os
+    import time
+    _native._parallel_fill(100, 0, 2)  # the parent's pool is up
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            out, threads = _native._parallel_fill(4, 0, 2, item_micros=100_000)
+            ok = np.array_equal(out, np.arange(4) + 1) and threads == 2
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the worker pool")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    out, threads = _native._parallel_fill(4, 0, 2, item_micros=100_000)  # the parent's still works
+    assert threads == 2 and np.array_equal(out, np.arange(4) + 1)

@@ -15,7 +15,9 @@ std::atomic<int> forced_path{-1};
 
 bool cpu_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  return __builtin_cpu_supports("avx2");
+  // Every CPU with AVX2 so far has FMA too (Haswell, Excavator on); the
+  // decay's AVX2 build uses one, so both are required.
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif

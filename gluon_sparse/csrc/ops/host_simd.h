@@ -16,7 +16,7 @@
 namespace gluon_sparse {
 namespace ops {
 
-/*! \brief Whether this CPU runs AVX2 code (false off x86-64 GCC/Clang builds). */
+/*! \brief Whether this CPU runs AVX2 and FMA code (false off x86-64 GCC/Clang builds). */
 bool cpu_has_avx2();
 
 /*! \brief The build the kernels take: 0 baseline, 1 AVX2. */

@@ -1,12 +1,16 @@
 /*!
- * Team sizes for the library's OpenMP regions: see omp_threads.h for the rules.
+ * Team sizes for the library's parallel kernels: see omp_threads.h for the rules.
  */
 #include "omp_threads.h"
 
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <thread>
 
 namespace gluon_sparse {
 namespace {
@@ -69,4 +73,35 @@ extern "C" int64_t gluon_sparse_grain() { return gluon_sparse::grain(); }
 extern "C" void gluon_sparse_set_parallelism(int64_t grain, int threads) {
   gluon_sparse::grain_override.store(grain > 0 ? grain : 0);
   gluon_sparse::threads_override.store(threads > 0 ? threads : 0);
+}
+
+/*!
+ * \brief Test hook for the worker pool: out[i] += i + 1 for every i < n,
+ *        through parallel_blocks (chunk 0) or parallel_dynamic (chunk > 0) on
+ *        a team of `team`, each item also taking `item_micros` of busy time;
+ *        returns how many threads ran items. An item run twice or never shows
+ *        in `out`. For tests/test_grain.py only.
+ */
+extern "C" int gluon_sparse_parallel_fill(int64_t n, int64_t chunk, int team, int64_t item_micros,
+                                          int64_t* out) {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  auto item = [&](int64_t i) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(item_micros);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    out[i] += i + 1;
+  };
+  if (chunk <= 0) {
+    gluon_sparse::parallel_blocks(n, team, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) item(i);
+    });
+  } else {
+    gluon_sparse::parallel_dynamic(n, chunk, team, item);
+  }
+  return static_cast<int>(threads.size());
 }

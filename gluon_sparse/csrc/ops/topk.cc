@@ -23,8 +23,6 @@
  * This is NumPy's `np.lexsort((ids, -scores))` order, which the tests use as
  * the reference.
  */
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -108,16 +106,14 @@ MXReturnValue Compute(int64_t offset, std::vector<MXTensor>* inputs,
   }
   T* out_s = (*outputs)[0].data<T>();
   int64_t* out_id = (*outputs)[1].data<int64_t>();
-  const bool parallel = rows > 1 && rows * n >= (1 << 15);
-#pragma omp parallel num_threads(gluon_sparse::omp_threads()) if (parallel)
-  {
-    std::vector<Entry<T>> heap;
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      MergeRow(s + r * n, n, offset, ps + r * k, pid + r * k, k, out_s + r * k, out_id + r * k,
-               &heap);
-    }
-  }
+  gluon_sparse::parallel_blocks(rows, gluon_sparse::team_size(rows * n, rows),
+                                [&](int64_t begin, int64_t end) {
+                                  std::vector<Entry<T>> heap;
+                                  for (int64_t r = begin; r < end; ++r) {
+                                    MergeRow(s + r * n, n, offset, ps + r * k, pid + r * k, k,
+                                             out_s + r * k, out_id + r * k, &heap);
+                                  }
+                                });
   return MX_SUCCESS;
 }
 
