@@ -274,3 +274,112 @@ def test_flush_denormals_is_passed_to_the_operator_and_stays_within_tolerance():
     assert ((s[1][0].asnumpy() != 0) & (np.abs(s[1][0].asnumpy()) < tiny)).any()
     _assert_close(w[0], w[1])
     _assert_close(s[0][1], s[1][1])
+
+
+# ------------------------------------------------------------------ aggregated dense updates
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_aggregated_dense_update_is_bitwise_mxnet_adam(dtype, monkeypatch):
+    """Trainer hands every parameter to update_multi_precision at once: the dense
+    ones go to gluon_sparse_adam_multi_update in one call, bitwise MXNet's Adam,
+    with a learning-rate schedule, per-parameter lr_mult / wd_mult and clipping."""
+    fused = []
+    real = sparse_adam._adam_multi_op
+
+    def counting():
+        fused.append(1)
+        return real()
+    monkeypatch.setattr(sparse_adam, "_adam_multi_op", counting)
+
+    def train(optimizer):
+        mx.random.seed(3)
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Dense(6, activation="tanh", in_units=5), gluon.nn.Dense(3, in_units=6),
+                gluon.nn.Dense(1, use_bias=False, in_units=3))
+        net.initialize(mx.init.Xavier())
+        net.cast(dtype)
+        net[0].weight.lr_mult = 0.5
+        net[1].bias.wd_mult = 0.0
+        trainer = gluon.Trainer(net.collect_params(), optimizer)
+        rng = np.random.RandomState(0)
+        for _ in range(12):
+            x = mx.nd.array(rng.randn(4, 5), dtype=dtype)
+            with autograd.record():
+                loss = (net(x) ** 2).sum()
+            loss.backward()
+            trainer.step(4)
+        return [p.data().asnumpy() for p in net.collect_params().values()]
+
+    def options():
+        return dict(learning_rate=0.01, wd=0.02, clip_gradient=0.5,
+                    lr_scheduler=mx.lr_scheduler.FactorScheduler(step=3, factor=0.7))
+    ours = train(SparseAdam(**options()))
+    theirs = train(mx.optimizer.Adam(**options()))
+    assert len(fused) == 12, "the dense weights were not updated in one call a step"
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_multi_update_operator_checks_its_arguments():
+    from gluon_sparse import _native
+    _native.load_ops()
+    op = mx.nd.gluon_sparse_adam_multi_update
+    w, g, m, v = (mx.nd.ones((3, 2)) for _ in range(4))
+    cases = [
+        (dict(num_weights=1, lrs="0.1,0.2", wds="0"), "lrs holds 2 values"),
+        (dict(num_weights=1, lrs="0.1", wds="x"), "is not a float32 number"),
+        (dict(num_weights=1, lrs="0.1"), "num_weights, lrs and wds are required"),
+        (dict(num_weights=1, lrs="0.1", wds="0", momentum=0.9), "unknown parameter 'momentum'"),
+    ]
+    for kwargs, expected in cases:
+        with pytest.raises(mx.base.MXNetError, match=expected):
+            op(w, g, m, v, out=[w], **kwargs)
+            w.wait_to_read()
+    with pytest.raises(mx.base.MXNetError, match="var of weight 0 has shape"):
+        op(w, g, m, mx.nd.ones((2, 3)), out=[w], num_weights=1, lrs="0.1", wds="0")
+    with pytest.raises(mx.base.MXNetError, match="every tensor must share one dtype"):
+        op(w, g.astype("float64"), m, v, out=[w], num_weights=1, lrs="0.1", wds="0")
+    with pytest.raises(mx.base.MXNetError, match="must be dense"):
+        op(w, g.tostype("row_sparse"), m, v, out=[w], num_weights=1, lrs="0.1", wds="0")
+    with pytest.raises(mx.base.MXNetError, match="in place"):
+        op(w, g, m, v, out=[mx.nd.zeros((3, 2))], num_weights=1, lrs="0.1", wds="0")
+        mx.nd.waitall()
+    np.testing.assert_array_equal(w.asnumpy(), 1)  # nothing was written
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("clip", [None, 0.3])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_multi_update_operator_is_bitwise_adam_update(dtype, clip, parallel):
+    """From zero state over several steps (where the variance term's rounding
+    shows), shapes of one element to several blocks, serial and on two threads."""
+    from gluon_sparse import _native
+    _native.load_ops()
+    if parallel:
+        _native._set_parallelism(1, 2)
+    try:
+        rng = np.random.default_rng(5)
+        shapes = [(1,), (7,), (3, 5), (9000,), (70, 130)]
+        ours = [[mx.nd.array(rng.standard_normal(s), dtype=dtype)] + [mx.nd.zeros(s, dtype=dtype)
+                                                                       for _ in range(3)]
+                for s in shapes]
+        theirs = [[x.copy() for x in t] for t in ours]
+        wds = ["0.0", "0.0001", "0.01", "0.0", "0.5"]
+        kwargs = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "rescale_grad": 0.125}
+        if clip:
+            kwargs["clip_gradient"] = clip
+        for step in range(1, 5):
+            lrs = [str(0.001 * step * (i + 1) / 3) for i in range(len(shapes))]
+            for a, b in zip(ours, theirs):
+                a[1][:] = b[1][:] = mx.nd.array(rng.standard_normal(a[0].shape), dtype=dtype)
+            mx.nd.gluon_sparse_adam_multi_update(*[x for t in ours for x in t],
+                                                 out=[t[0] for t in ours], num_weights=len(ours),
+                                                 lrs=",".join(lrs), wds=",".join(wds), **kwargs)
+            for t, lr, wd in zip(theirs, lrs, wds):
+                mx.nd.adam_update(t[0], t[1], t[2], t[3], out=t[0], lr=float(lr), wd=float(wd),
+                                  **kwargs)
+            for a, b in zip(ours, theirs):
+                for x, y in zip(a, b):
+                    np.testing.assert_array_equal(x.asnumpy(), y.asnumpy())
+    finally:
+        _native._set_parallelism(0, 0)

@@ -26,10 +26,21 @@ logger = logging.getLogger(__name__)
 _OP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+# Weights per fused call of gluon_sparse_adam_multi_update (MXNet's Updater
+# hands update_multi_precision up to aggregate_num weights of one dtype at once).
+_AGGREGATE_NUM = 64
+
+
 def _adam_op():
     """``mx.nd.gluon_sparse_adam_update``, loading the operator library on first use."""
     _native.load_ops()
     return mx.nd.gluon_sparse_adam_update
+
+
+def _adam_multi_op():
+    """``mx.nd.gluon_sparse_adam_multi_update``, loading the operator library on first use."""
+    _native.load_ops()
+    return mx.nd.gluon_sparse_adam_multi_update
 
 
 @mx.optimizer.Optimizer.register
@@ -119,6 +130,10 @@ class SparseAdam(mx.optimizer.Adam):
         self.flush_denormals = flush_denormals
         self.deferred = deferred
         self.decoupled_wd = bool(decoupled_wd)
+        # Dense weights of one dtype are updated together, in one operator call
+        # (update_multi_precision): per weight, a Python call and an engine
+        # operation cost more than the arithmetic of a bias.
+        self.aggregate_num = _AGGREGATE_NUM
         if self.decoupled_wd:
             _adamw.check_options(self)
 
@@ -135,6 +150,60 @@ class SparseAdam(mx.optimizer.Adam):
     def flush(self):
         """Bring every row this optimizer deferred up to date (no-op unless ``deferred``)."""
         deferred_adam.flush(self)
+
+    def _step_lr_wd(self, index):
+        """Count a step of ``index``; its bias-corrected lr and its wd, as MXNet's Adam."""
+        self._update_count(index)
+        lr = self._get_lr(index)
+        wd = self._get_wd(index)
+        t = self._index_update_count[index]
+        # Same float64 expression as mx.optimizer.Adam, so lr rounds identically.
+        lr *= math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
+        return lr, wd
+
+    def _fusable(self, weight, grad, state):
+        """Whether MXNet would update this weight with a dense adam_update, on CPU."""
+        return (not self.decoupled_wd and isinstance(state, tuple) and len(state) == 2
+                and all(isinstance(s, mx.nd.NDArray) for s in state)
+                and weight.stype == "default" and grad.stype == "default"
+                and np.dtype(weight.dtype) in _OP_DTYPES
+                and weight.context.device_type == "cpu")
+
+    def update_multi_precision(self, index, weight, grad, state):
+        """Update one weight, or several at once (MXNet's aggregated update).
+
+        With lists (``aggregate_num > 0``: Trainer hands every parameter in
+        one call), the dense CPU weights go to ``gluon_sparse_adam_multi_update``
+        together, each with what ``adam_update`` would give it; the others
+        (row_sparse gradients, deferred state, float16 master copies, GPU)
+        take :meth:`update` one by one. Steps are counted, and learning rates
+        computed, in the order of ``index``, as one-by-one updates would.
+        """
+        if not isinstance(index, (list, tuple)):
+            super().update_multi_precision(index, weight, grad, state)
+            return
+        fused = {}
+        for i, w, g, s in zip(index, weight, grad, state):
+            if self._fusable(w, g, s):
+                lr, wd = self._step_lr_wd(i)
+                fused.setdefault(np.dtype(w.dtype), []).append((w, g, s, lr, wd))
+            else:
+                super().update_multi_precision(i, w, g, s)
+        for group in fused.values():
+            self._fused_update(group)
+
+    def _fused_update(self, group):
+        inputs = []
+        for w, g, (mean, var), _, _ in group:
+            inputs += [w, g, mean, var]
+        kwargs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                  "rescale_grad": self.rescale_grad}
+        if self.clip_gradient:
+            kwargs["clip_gradient"] = self.clip_gradient
+        # str(float), as MXNet passes adam_update's lr and wd: parsed the same way.
+        _adam_multi_op()(*inputs, out=[w for w, _, _, _, _ in group], num_weights=len(group),
+                         lrs=",".join(str(lr) for _, _, _, lr, _ in group),
+                         wds=",".join(str(wd) for _, _, _, _, wd in group), **kwargs)
 
     def _uses_operator(self, weight, grad):
         return (not self.lazy_update and grad.stype == "row_sparse"
@@ -166,12 +235,7 @@ class SparseAdam(mx.optimizer.Adam):
         if not self._uses_operator(weight, grad):
             super().update(index, weight, grad, state)
             return
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
-        t = self._index_update_count[index]
-        # Same float64 expression as mx.optimizer.Adam, so lr rounds identically.
-        lr *= math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
+        lr, wd = self._step_lr_wd(index)
         kwargs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
                   "rescale_grad": self.rescale_grad}
         if self.clip_gradient:
