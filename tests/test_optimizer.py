@@ -16,17 +16,22 @@ from gluon_sparse.optimizer import sparse_adam
 RTOL, ATOL = 1e-4, 2e-5
 
 
-@pytest.fixture
-def op_calls(monkeypatch):
-    """Count the calls that reach gluon-sparse's operator (vs MXNet's adam_update)."""
+def _count_calls(monkeypatch, getter):
+    """Count the calls of sparse_adam's operator getter ``getter`` (a function name)."""
     calls = []
-    real = sparse_adam._adam_op
+    real = getattr(sparse_adam, getter)
 
     def counting():
         calls.append(1)
         return real()
-    monkeypatch.setattr(sparse_adam, "_adam_op", counting)
+    monkeypatch.setattr(sparse_adam, getter, counting)
     return calls
+
+
+@pytest.fixture
+def op_calls(monkeypatch):
+    """Count the calls that reach gluon-sparse's operator (vs MXNet's adam_update)."""
+    return _count_calls(monkeypatch, "_adam_op")
 
 
 def _flatten(state):
@@ -283,13 +288,7 @@ def test_aggregated_dense_update_is_bitwise_mxnet_adam(dtype, monkeypatch):
     """Trainer hands every parameter to update_multi_precision at once: the dense
     ones go to gluon_sparse_adam_multi_update in one call, bitwise MXNet's Adam,
     with a learning-rate schedule, per-parameter lr_mult / wd_mult and clipping."""
-    fused = []
-    real = sparse_adam._adam_multi_op
-
-    def counting():
-        fused.append(1)
-        return real()
-    monkeypatch.setattr(sparse_adam, "_adam_multi_op", counting)
+    fused = _count_calls(monkeypatch, "_adam_multi_op")
 
     def train(optimizer):
         mx.random.seed(3)

@@ -5,7 +5,7 @@ with a num_rows-long sequential prefix sum and a generic kernel; on a
 1,000,000 x 128 weight that step costs far more than the memory it must touch.
 :class:`SparseAdam` keeps ``mx.optimizer.Adam``'s arguments, state layout and
 results but sends those updates to ``gluon_sparse_adam_update`` (csrc/ops/adam_op.cc), a
-single-pass OpenMP/CUDA kernel with the same arithmetic.
+single-pass CPU/CUDA kernel with the same arithmetic.
 """
 import logging
 import math
@@ -55,9 +55,13 @@ class SparseAdam(mx.optimizer.Adam):
     by gradient:
 
     * row_sparse gradient, ``lazy_update=False``: gluon-sparse's
-      ``gluon_sparse_adam_update`` operator (one pass over the data, OpenMP on CPU, CUDA
+      ``gluon_sparse_adam_update`` operator (one pass over the data, threads on CPU, CUDA
       on GPU), bitwise equal to MXNet's ``adam_update(lazy_update=False)`` on CPU;
-    * dense gradient: MXNet's ``adam_update``;
+    * dense gradient: MXNet's ``adam_update``, or on CPU, when Trainer hands
+      every parameter over at once (``aggregate_num``), all dense float32 or
+      float64 weights in one call of ``gluon_sparse_adam_multi_update``, with
+      ``adam_update``'s arithmetic (bitwise): one engine operation a step
+      instead of one per bias or small layer;
     * ``lazy_update=True``: MXNet's lazy ``adam_update`` (only the gradient's
       rows move).
 

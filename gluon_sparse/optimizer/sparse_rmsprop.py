@@ -69,7 +69,7 @@ class SparseRMSProp(SparseRuleMixin, mx.optimizer.RMSProp):
     gradient:
 
     * row_sparse gradient: gluon-sparse's ``gluon_sparse_rmsprop_update`` /
-      ``gluon_sparse_rmsprop_centered_update`` (one pass, OpenMP / CUDA), or,
+      ``gluon_sparse_rmsprop_centered_update`` (one pass, CPU threads / CUDA), or,
       with ``deferred=True``, the deferred update of the gradient's rows only;
     * dense gradient, float16: MXNet's ``rmsprop_update`` /
       ``rmspropalex_update``.
