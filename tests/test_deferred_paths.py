@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
+from gluon_sparse import _native
 from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
 from gluon_sparse.optimizer import deferred
 from gluon_sparse.optimizer._family import _as_list
@@ -399,3 +400,33 @@ def test_two_devices_read_and_restore(tmp_path, optimizer):
         net.load_parameters(checkpoint, ctx=contexts)
     train(_batches(10, 7, np.arange(IN_UNITS // 5)))
     assert_equal()
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_replay_simd_builds_equal_eager(wd, optimizer):
+    """The replay's full steps on the baseline and the AVX2 build (host_simd.h), 37
+    columns (a block of 32 and a tail), both bitwise the eager run."""
+    def run(is_deferred, simd_path):
+        _native._force_simd_path(simd_path)
+        mx.random.seed(3)
+        net = gluon.nn.HybridSequential()
+        net.add(FullyConnectedSparse(37, activation="tanh", in_units=IN_UNITS),
+                gluon.nn.Dense(1, in_units=37))
+        net.initialize(mx.init.Uniform(0.5))
+        trainer = _trainer(net, is_deferred, wd, optimizer)
+        _train(net, trainer, _schedule())
+        deferred.flush(trainer)
+        return [p.data().asnumpy() for p in net.collect_params().values()], trainer
+
+    try:
+        want, eager = run(False, -1)
+        for path in (0, 1):
+            got, trainer = run(True, path)
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b, err_msg="SIMD build %d" % path)
+            for index in eager._updaters[0].states:
+                for a, b in zip(_mean_var(trainer, index), _mean_var(eager, index)):
+                    np.testing.assert_array_equal(a, b, err_msg="state %d, build %d" % (index,
+                                                                                        path))
+    finally:
+        _native._force_simd_path(-1)

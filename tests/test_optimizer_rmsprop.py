@@ -334,10 +334,12 @@ def replay_lib(tmp_path_factory):
     out = tmp_path_factory.mktemp("rmsprop_replay")
     (out / "driver.cc").write_text(_DRIVER)
     subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", ops,
-                    str(out / "driver.cc"), "-o", str(out / "driver.so")], check=True)
+                    str(out / "driver.cc"), os.path.join(ops, "host_simd.cc"), "-o",
+                    str(out / "driver.so")], check=True)
     lib = ctypes.CDLL(str(out / "driver.so"))
     p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
     lib.rms_replay.argtypes = [i, i, i, c_long, p, p, p, p, c_long, c_long]
+    lib.gluon_sparse_force_simd_path.argtypes = [i]
     return lib
 
 
@@ -345,7 +347,8 @@ def _random_replay_case(rng):
     """A row, its states and a history: schedules, wd switching on and off, odd values."""
     dtype = np.float32 if rng.random() < 0.6 else np.float64
     centered = bool(rng.random() < 0.5)
-    cols, steps = int(rng.integers(1, 9)), int(rng.choice([1, 2, 5, 60, 400, 1500]))
+    cols = int(rng.integers(1, 9) if rng.random() < 0.8 else rng.integers(30, 70))  # blocks of 32
+    steps = int(rng.choice([1, 2, 5, 60, 400, 1500]))
     history = np.zeros((steps + 1, 3), np.float32)
     wd_choices = [[0.0], [0.01], [0.0, 0.0, 0.0, 0.02, -0.0]][rng.integers(3)]
     for t in range(1, steps + 1):
@@ -381,19 +384,27 @@ def _assert_same_bits_or_both_nan(got, want, what):
 
 
 def test_replay_hook_equals_step_by_step_replay(replay_lib):
-    """The hook (decay steps without sqrt/div, settled rows skipped) bitwise against
-    apply<false> step by step, over 600 random rows: denormal decay to the fixed
-    point, lr schedules, wd switching, infinite / NaN / -0 weights, odd constants."""
+    """The hook (decay steps without sqrt/div, settled rows skipped, runs of wd steps
+    through the blocked replay on either SIMD build) bitwise against apply<false> step
+    by step, over 600 random rows: denormal decay to the fixed point, lr schedules, wd
+    switching, infinite / NaN / -0 weights, odd constants."""
     rng = np.random.default_rng(12)
-    for case in range(600):
-        centered, dtype, history, fixed, w, states, start = _random_replay_case(rng)
-        results = []
-        for hook in (0, 1):
-            w_out, s_out = w.copy(), states.copy()
-            replay_lib.rms_replay(int(centered), int(dtype == np.float64), hook, len(w),
-                                  w_out.ctypes.data, s_out.ctypes.data, history.ctypes.data,
-                                  fixed.ctypes.data, start, len(history) - 1)
-            results.append((w_out, s_out))
-        what = "case %d (centered=%s, %s, fixed %s)" % (case, centered, dtype.__name__, fixed)
-        _assert_same_bits_or_both_nan(results[1][0], results[0][0], "weight, " + what)
-        _assert_same_bits_or_both_nan(results[1][1], results[0][1], "states, " + what)
+    try:
+        for case in range(600):
+            centered, dtype, history, fixed, w, states, start = _random_replay_case(rng)
+            results = []
+            for hook, simd_path in ((0, -1), (1, 0), (1, 1)):
+                replay_lib.gluon_sparse_force_simd_path(simd_path)
+                w_out, s_out = w.copy(), states.copy()
+                replay_lib.rms_replay(int(centered), int(dtype == np.float64), hook, len(w),
+                                      w_out.ctypes.data, s_out.ctypes.data, history.ctypes.data,
+                                      fixed.ctypes.data, start, len(history) - 1)
+                results.append((w_out, s_out))
+            what = "case %d (centered=%s, %s, fixed %s)" % (case, centered, dtype.__name__, fixed)
+            for path, (w_out, s_out) in enumerate(results[1:]):
+                _assert_same_bits_or_both_nan(w_out, results[0][0],
+                                              "weight, SIMD build %d, %s" % (path, what))
+                _assert_same_bits_or_both_nan(s_out, results[0][1],
+                                              "states, SIMD build %d, %s" % (path, what))
+    finally:
+        replay_lib.gluon_sparse_force_simd_path(-1)

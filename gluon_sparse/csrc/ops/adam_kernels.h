@@ -35,13 +35,11 @@
 #if !defined(__CUDACC__) && defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
 #define GS_HOST_SIMD 1
-// The AVX2 build of the replay (adam_replay_steps.cc) relies on GCC inlining
-// an AVX builtin into `target("avx2"), flatten` functions, which it does when
-// optimising; other compilers and -O0 builds keep the baseline alone.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#include <immintrin.h>
-#define GS_HOST_AVX2 1
 #endif
+
+#include "host_simd.h"  // GS_HOST_AVX2: the AVX2 build of the replay (adam_replay_steps.cc)
+#if GS_HOST_AVX2
+#include <immintrin.h>
 #endif
 
 #include "optim_rule.h"  // GS_HOST_DEVICE and the exact arithmetic, shared with every rule

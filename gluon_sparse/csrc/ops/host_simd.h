@@ -13,6 +13,15 @@
 #ifndef GLUON_SPARSE_CSRC_OPS_HOST_SIMD_H_
 #define GLUON_SPARSE_CSRC_OPS_HOST_SIMD_H_
 
+// GS_HOST_AVX2: whether this translation unit builds the AVX2 copies. They rely
+// on GCC inlining the kernels' helpers (and AVX builtins) into `target("avx2"),
+// flatten` functions, which it does when optimising; other compilers, -O0 builds
+// (the sanitizer test) and nvcc keep the baseline alone.
+#if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    defined(__OPTIMIZE__)
+#define GS_HOST_AVX2 1
+#endif
+
 namespace gluon_sparse {
 namespace ops {
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "host_simd.h"
 #include "optim_rule.h"
 
 namespace gluon_sparse {
@@ -124,8 +125,9 @@ inline void extend_hint(const float* history, const float* fixed, int64_t to, Re
  * order: bitwise the step-by-step result.
  */
 template <class Rule, typename T>
-inline void replay_steps(int64_t cols, T* w, const StatePtrs<T>& states, const float* history,
-                         const float* fixed, int64_t first, int64_t to) {
+inline void replay_steps_blocked(int64_t cols, T* w, const StatePtrs<T>& states,
+                                 const float* history, const float* fixed, int64_t first,
+                                 int64_t to) {
   constexpr int64_t kBlock = 32;
   constexpr int n = Rule::kNumStates;
   constexpr int slots = RuleTraits<Rule>::kStateSlots;
@@ -152,6 +154,38 @@ inline void replay_steps(int64_t cols, T* w, const StatePtrs<T>& states, const f
       for (int64_t j = 0; j < width; ++j) states.p[k][j0 + j] = ls[k][j];
     }
   }
+}
+
+#if GS_HOST_AVX2
+/*!
+ * \brief replay_steps_blocked built for AVX2: 8 float lanes a division and a
+ *        square root instead of SSE2's 4. `flatten` inlines the rule's apply
+ *        into this function, so its loop is compiled for AVX2; AVX2 without FMA,
+ *        so nothing is contracted and each lane does the same IEEE operations:
+ *        bitwise the baseline (tests/test_deferred_paths.py forces both).
+ */
+template <class Rule, typename T>
+__attribute__((target("avx2"), flatten)) void replay_steps_avx2(
+    int64_t cols, T* w, const StatePtrs<T>& states, const float* history, const float* fixed,
+    int64_t first, int64_t to) {
+  replay_steps_blocked<Rule, T>(cols, w, states, history, fixed, first, to);
+}
+#endif
+
+/*!
+ * \brief Steps first..to without gradient of one row: the replay's full steps,
+ *        on the SIMD build host_simd_path() picks.
+ */
+template <class Rule, typename T>
+inline void replay_steps(int64_t cols, T* w, const StatePtrs<T>& states, const float* history,
+                         const float* fixed, int64_t first, int64_t to) {
+#if GS_HOST_AVX2
+  if (ops::host_simd_path() == 1) {
+    replay_steps_avx2<Rule, T>(cols, w, states, history, fixed, first, to);
+    return;
+  }
+#endif
+  replay_steps_blocked<Rule, T>(cols, w, states, history, fixed, first, to);
 }
 
 /*!

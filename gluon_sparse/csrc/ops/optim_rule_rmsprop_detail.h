@@ -13,6 +13,9 @@
  * root and the division, which it does only where x <= 0 or NaN gives them a
  * result other than +0. Elements with a non-finite weight take the full step.
  *
+ * Steps that are not decay steps (wd != 0) go, a run at a time, to the
+ * framework's blocked replay (optim_rows.h), which vectorises them.
+ *
  * The real saving: a decay step is a function of the row alone, the same for
  * every lr that qualifies. Once one decay step leaves the row bitwise
  * unchanged (n and g at the fixed points of x -> gamma1 * x, which float
@@ -27,6 +30,7 @@
 
 #include <cstdint>
 
+#include "optim_rows.h"  // replay_steps: the blocked replay of full steps
 #include "optim_rule.h"
 
 namespace gluon_sparse {
@@ -135,14 +139,28 @@ GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* his
   return false;
 #else
   bool settled = false;
-  for (int64_t t = from + 1; t <= to; ++t) {
-    const float* record = history + t * Rule::kNumStep;
-    const bool decay = is_decay_step(record);
-    if (decay && settled) continue;
-    const auto sc = Rule::template scalars<T>(record, fixed, 1.0f);
-    bool changed = !decay;
+  int64_t t = from + 1;
+  while (t <= to) {
+    if (!is_decay_step(history + t * Rule::kNumStep)) {
+      // A run of full steps (wd != 0 or an unusual lr): the framework's blocked,
+      // vectorised replay, the same apply<false> per element as full_step.
+      int64_t last = t;
+      while (last < to && !is_decay_step(history + (last + 1) * Rule::kNumStep)) ++last;
+      StatePtrs<T> states;
+      for (int k = 0; k < Rule::kNumStates; ++k) states.p[k] = s[k];
+      replay_steps<Rule, T>(cols, w, states, history, fixed, t, last);
+      settled = false;
+      t = last + 1;
+      continue;
+    }
+    if (settled) {
+      ++t;
+      continue;
+    }
+    const auto sc = Rule::template scalars<T>(history + t * Rule::kNumStep, fixed, 1.0f);
+    bool changed = false;
     for (int64_t j = 0; j < cols; ++j) {
-      if (!decay || !(w[j] - w[j] == T(0))) {  // not +0 gradient: the full step
+      if (!(w[j] - w[j] == T(0))) {  // a non-finite weight: not +0 gradient, the full step
         full_step<Rule>(w, s, j, sc);
         changed = true;
       } else {
@@ -154,6 +172,7 @@ GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* his
       }
     }
     settled = !changed;
+    ++t;
   }
   return true;
 #endif
