@@ -25,8 +25,12 @@ and GPU. The Python side is as small:
 * row_sparse gradient, ``lazy_update=False``, float32/float64 weight:
   ``gluon_sparse_<rule>_update`` (every row steps, in one pass), with the
   state in MXNet's own layout;
-* anything else (dense gradient, ``lazy_update=True``, float16): MXNet's own
-  update (``super().update``).
+* dense float32 weight and gradient on the CPU, with MXNet's state layout:
+  ``gluon_sparse_<rule>_multi_update``, every such weight of a step in one
+  call (MXNet's optimizer aggregation, ``aggregate_num``): the same element
+  arithmetic as MXNet's dense update, without its per-weight operators;
+* anything else (another dense gradient, ``lazy_update=True``, float16): MXNet's
+  own update (``super().update``).
 
 The result is MXNet's standard (dense-gradient) update of the same class,
 bitwise on CPU where MXNet computes the step in one C++ kernel.
@@ -44,6 +48,10 @@ __all__ = ["Rule", "SparseRuleMixin", "supports_deferred", "family_names"]
 
 # Dtypes the operators implement; others take MXNet's own update.
 _OP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Weights per call of gluon_sparse_<rule>_multi_update (MXNet's Updater hands
+# update_multi_precision up to aggregate_num weights of one dtype at once).
+AGGREGATE_NUM = 64
 
 
 class Rule(abc.ABC):
@@ -163,9 +171,11 @@ class SparseRuleMixin(abc.ABC):
             raise ValueError("deferred=True replays the standard update exactly; it cannot be "
                              "combined with lazy_update=True")
         self.deferred = bool(deferred)
-        # One update call per weight (MXNet's aggregated multi-weight updates would
-        # hand lists to update_multi_precision, past the routing below).
-        self.aggregate_num = 0
+        # Lists of weights reach update_multi_precision, which sends the dense ones
+        # to the rule's multi-update in one call: per weight, a Python call and
+        # MXNet's operators (up to ~15 for AdaGrad, AdaMax, Nadam) cost more than
+        # the arithmetic of a bias.
+        self.aggregate_num = AGGREGATE_NUM
 
     @abc.abstractmethod
     def _rule(self):
@@ -219,8 +229,60 @@ class SparseRuleMixin(abc.ABC):
         op = getattr(mx.nd, "gluon_sparse_%s_update" % rule.name)
         op(weight, grad, *_as_list(state), out=weight, rescale_grad=self.rescale_grad, **scalars)
 
+    def _fusable(self, rule, weight, grad, state):
+        """Whether ``weight`` goes to the rule's multi-update: dense float32 CPU weight and
+        gradient, MXNet's state layout (float64: MXNet's composed updates keep some
+        scalars in double where the rules round them to float32)."""
+        if isinstance(state, _family_state.DeferredRuleState) or not (
+                weight.stype == "default" and grad.stype == "default"
+                and np.dtype(weight.dtype) == np.float32
+                and weight.context.device_type == "cpu"):
+            return False
+        states = _as_list(state)
+        return (len(states) == len(rule.state_names)
+                and all(isinstance(s, mx.nd.NDArray) and s.stype == "default"
+                        and s.shape == weight.shape and s.dtype == weight.dtype
+                        for s in states))
+
     def update_multi_precision(self, index, weight, grad, state):
-        """As MXNet's, but every update that is not float16 master-copy goes through :meth:`update`."""
+        """Update one weight, or several at once (MXNet's aggregated update).
+
+        As MXNet's for one weight, except that every update that is not
+        float16 master-copy goes through :meth:`update`. With lists
+        (``aggregate_num > 0``: Trainer hands every parameter in one call),
+        the dense float32 CPU weights go to ``gluon_sparse_<rule>_multi_update``
+        together, the others through :meth:`update` one by one. Steps are
+        counted and the rule's scalars computed in the order of ``index``, as
+        one-by-one updates would (Nadam's momentum schedule depends on it).
+        """
+        if not isinstance(index, (list, tuple)):
+            self._update_one(index, weight, grad, state)
+            return
+        rule = self._rule()
+        fused = []
+        for i, w, g, s in zip(index, weight, grad, state):
+            if self._fusable(rule, w, g, s):
+                self._update_count(i)
+                fused.append((w, g, _as_list(s), rule.step(self, i)))
+            else:
+                self._update_one(i, w, g, s)
+        if fused:
+            self._fused_update(rule, fused)
+
+    def _update_one(self, index, weight, grad, state):
         if self.multi_precision and weight.dtype == np.float16:
             return super().update_multi_precision(index, weight, grad, state)
         return self.update(index, weight, grad, state)
+
+    def _fused_update(self, rule, group):
+        inputs = []
+        for w, g, states, _ in group:
+            inputs += [w, g] + states
+        # Each step scalar as a list, its elements as the eager operator's text
+        # (str(float), as MXNet passes a scalar).
+        lists = {name: ",".join(str(scalars[name]) for _, _, _, scalars in group)
+                 for name in rule.step_names}
+        _native.load_ops()
+        op = getattr(mx.nd, "gluon_sparse_%s_multi_update" % rule.name)
+        op(*inputs, out=[w for w, _, _, _ in group], num_weights=len(group),
+           rescale_grad=self.rescale_grad, **lists, **rule.fixed(self))

@@ -18,6 +18,8 @@
  * The weight, grad (row_sparse, int64 indices) and states share one dtype,
  * float32 or float64; states, last_step and history are mutated inputs, the
  * weight is written through `out`, which must be the weight itself.
+ * A fourth, the dense update of several weights in one call, is declared in
+ * optim_multi_op.h.
  * Files: this one (shared declarations), optim_op.cc (parameters, checks,
  * registration for every rule of optim_rules.h), optim_op_cpu.h (CPU compute),
  * optim_op_gpu.cc (CUDA), the registry's row refresh in deferred_registry.cc.

@@ -2,7 +2,8 @@
  * CPU compute of the family's three operators (optim_op.h), generic over a
  * Rule: the eager update (contiguous blocks of rows per thread, walking the
  * sorted gradient indices alongside), the deferred update of the gradient's
- * rows and the flush of every row (optim_catch_up.h). Included once, by
+ * rows, the flush of every row (optim_catch_up.h) and the dense update of
+ * several weights in one call (optim_multi_op.h). Included once, by
  * optim_op_register.cc, which instantiates it for every rule.
  */
 #ifndef GLUON_SPARSE_CSRC_OPS_OPTIM_OP_CPU_H_
@@ -14,6 +15,7 @@
 #include "deferred_registry.h"
 #include "omp_threads.h"
 #include "optim_catch_up.h"
+#include "optim_multi_op.h"
 #include "optim_op.h"
 #include "optim_rows.h"
 
@@ -120,6 +122,33 @@ bool flush_cpu(const RuleInfo& info, const Params& p, const Args& a) {
   return true;
 }
 
+/*!
+ * \brief Multi-update (optim_multi_op.h): each dense weight steps every element
+ *        with its gradient, in contiguous blocks across the team.
+ */
+template <class Rule, typename T>
+void multi_update_cpu(const MultiParams& p, std::vector<mxnet::ext::MXTensor>* inputs) {
+  constexpr int per_weight = 2 + Rule::kNumStates;
+  constexpr int64_t kBlock = 4096;
+  for (int64_t w = 0; w < p.num_weights; ++w) {
+    mxnet::ext::MXTensor* t = &(*inputs)[per_weight * w];
+    const auto sc = Rule::template scalars<T>(&p.steps[w * Rule::kNumStep], p.fixed,
+                                              p.rescale_grad);
+    T* weight = t[0].data<T>();
+    const T* grad = t[1].data<T>();
+    StatePtrs<T> states;
+    for (int k = 0; k < Rule::kNumStates; ++k) states.p[k] = t[2 + k].data<T>();
+    const int64_t size = t[0].size();
+    const int64_t blocks = (size + kBlock - 1) / kBlock;
+    parallel_blocks(blocks, team_size(size, blocks), [&](int64_t begin, int64_t end) {
+      const int64_t first = begin * kBlock;
+      const int64_t last = end * kBlock < size ? end * kBlock : size;
+      step_row<Rule, true>(last - first, weight + first, states.at(first, Rule::kNumStates),
+                           grad + first, sc);
+    });
+  }
+}
+
 /*! \brief The registered compute functions of one rule on the CPU. */
 template <class Rule>
 struct CpuOps {
@@ -170,6 +199,20 @@ struct CpuOps {
       return optim::flush_cpu<Rule, decltype(zero)>(kInfo, p, a);
     });
     return ok ? mxnet::ext::MX_SUCCESS : mxnet::ext::MX_FAIL;
+  }
+
+  static mxnet::ext::MXReturnValue multi_update_cpu(const ops::Attrs& attrs,
+                                                    std::vector<mxnet::ext::MXTensor>* inputs,
+                                                    std::vector<mxnet::ext::MXTensor>* outputs,
+                                                    const mxnet::ext::OpResource& res) {
+    MultiParams p;
+    if (!parse_multi_params(kInfo, attrs, &p) || !check_multi_args(kInfo, p, *inputs, *outputs)) {
+      return mxnet::ext::MX_FAIL;
+    }
+    ops::with_float_type((*inputs)[0].dtype, [&](auto zero) {
+      optim::multi_update_cpu<Rule, decltype(zero)>(p, inputs);
+    });
+    return mxnet::ext::MX_SUCCESS;
   }
 };
 

@@ -1,5 +1,5 @@
 /*!
- * Registration of the three operators of every rule listed in
+ * Registration of the four operators of every rule listed in
  * GLUON_SPARSE_OPTIM_RULES (optim_rules.h) with MXNet's lib_api, the
  * callbacks bound to the rule's description (optim_op.h, optim_op.cc).
  */
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mxnet/lib_api.h"
+#include "optim_multi_op.h"
 #include "optim_op.h"
 #include "optim_op_cpu.h"
 #include "optim_rules.h"
@@ -45,6 +46,30 @@ struct Callbacks {
   }
 };
 
+/*! \brief lib_api's callbacks of the rule's multi-update (optim_multi_op.h). */
+template <class Rule>
+struct MultiCallbacks {
+  static MXReturnValue parse(const ops::Attrs& attrs, int* num_inputs, int* num_outputs) {
+    return parse_multi_attrs(rule_info<Rule>(), attrs, num_inputs, num_outputs);
+  }
+  static MXReturnValue type(const ops::Attrs& attrs, std::vector<int>* in_types,
+                            std::vector<int>* out_types) {
+    return infer_multi_type(rule_info<Rule>(), in_types, out_types);
+  }
+  static MXReturnValue shape(const ops::Attrs& attrs,
+                             std::vector<std::vector<unsigned int>>* in_shapes,
+                             std::vector<std::vector<unsigned int>>* out_shapes) {
+    return infer_multi_shape(rule_info<Rule>(), in_shapes, out_shapes);
+  }
+  static MXReturnValue storage(const ops::Attrs& attrs, std::vector<int>* in_stypes,
+                               std::vector<int>* out_stypes) {
+    return infer_multi_storage(rule_info<Rule>(), in_stypes, out_stypes);
+  }
+  static MXReturnValue mutate(const ops::Attrs& attrs, std::vector<int>* input_indices) {
+    return multi_mutated_inputs(rule_info<Rule>(), attrs, input_indices);
+  }
+};
+
 /*! \brief Register one operator; lib_api keeps the name's pointer, so it lives forever. */
 template <class Rule, OpKind kKind>
 CustomOp& add_op() {
@@ -57,6 +82,21 @@ CustomOp& add_op() {
       .setInferShape(C::shape)
       .setInferSType(C::storage)
       .setMutateInputs(C::mutate);
+}
+
+/*! \brief Register the rule's multi-update (CPU only: optimizers keep MXNet's update on GPUs). */
+template <class Rule>
+void add_multi_op() {
+  const std::string* name = new std::string(multi_op_name(rule_info<Rule>()));
+  using C = MultiCallbacks<Rule>;
+  Registry<CustomOp>::get()
+      ->add(name->c_str())
+      .setParseAttrs(C::parse)
+      .setInferType(C::type)
+      .setInferShape(C::shape)
+      .setInferSType(C::storage)
+      .setMutateInputs(C::mutate)
+      .setForward(CpuOps<Rule>::multi_update_cpu, "cpu");
 }
 
 template <class Rule>
@@ -74,6 +114,7 @@ bool register_rule() {
   eager.setForward(Cpu::compute_cpu, "cpu");
   update.setForward(Cpu::deferred_update_cpu, "cpu");
   flush.setForward(Cpu::flush_cpu, "cpu");
+  add_multi_op<Rule>();
   return true;
 }
 

@@ -3,11 +3,13 @@
  * *Rule* (its per-element step and what a step without gradient does), and the
  * framework builds every path from that description:
  *
- *   eager update      gluon_sparse_<kName>_update            (optim_op_*.{h,cc})
- *   deferred update   gluon_sparse_<kName>_deferred_update   (optim_rows.h replay)
- *   flush             gluon_sparse_<kName>_deferred_flush
- *   row refresh       deferred_registry.cc (gluon_sparse_dot catches rows up)
- * on the CPU and in CUDA (optim_kernels.cu), for float32 and float64.
+ *   eager update        gluon_sparse_<kName>_update           (optim_op_*.{h,cc})
+ *   deferred update     gluon_sparse_<kName>_deferred_update  (optim_rows.h replay)
+ *   flush               gluon_sparse_<kName>_deferred_flush
+ *   row refresh         deferred_registry.cc (gluon_sparse_dot catches rows up)
+ * on the CPU and in CUDA (optim_kernels.cu), for float32 and float64, and
+ *   dense multi-update  gluon_sparse_<kName>_multi_update     (optim_multi_op.{h,cc})
+ * on the CPU.
  *
  * Adding an optimizer: its rule header optim_rule_<name>.h, one line in
  * optim_rules.h (GLUON_SPARSE_OPTIM_RULES), its Python file (a Rule and a
