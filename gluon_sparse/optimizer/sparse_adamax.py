@@ -68,7 +68,11 @@ class SparseAdamax(SparseRuleMixin, mx.optimizer.Adamax):
       as the eager operator) when gluon-sparse's blocks read them and whenever
       Gluon reads or writes the weight (``param.data()``, saving, pickling,
       kvstore, ...);
-    * dense gradient or float16: MXNet's own ``Adamax.update`` (with
+    * dense float32 gradient on the CPU, when Trainer hands over several weights
+      (MXNet's optimizer aggregation): all of them in one call of
+      ``gluon_sparse_adamax_multi_update`` (MXNet's results, without
+      its operators per weight);
+    * other dense gradients or float16: MXNet's own ``Adamax.update`` (with
       ``epsilon > 0``, the same NDArray operations dividing by ``u + epsilon``).
 
     For float32 weights the results are bitwise those of

@@ -64,7 +64,11 @@ class SparseNadam(SparseRuleMixin, mx.optimizer.Nadam):
       as the eager operator) when gluon-sparse's blocks read them and whenever
       Gluon reads or writes the weight (``param.data()``, saving, pickling,
       kvstore, ...);
-    * dense gradient or float16: MXNet's own ``Nadam.update``.
+    * dense float32 gradient on the CPU, when Trainer hands over several weights
+      (MXNet's optimizer aggregation): all of them in one call of
+      ``gluon_sparse_nadam_multi_update`` (MXNet's results, without
+      its operators per weight);
+    * other dense gradients or float16: MXNet's own ``Nadam.update``.
 
     For float32 weights the results are bitwise those of
     ``mx.optimizer.Nadam().update`` on the dense gradient; for float64 weights

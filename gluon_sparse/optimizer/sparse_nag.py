@@ -50,7 +50,11 @@ class SparseNAG(SparseRuleMixin, mx.optimizer.NAG):
     * row_sparse gradient, ``deferred=True``: only the gradient's rows are
       updated; the others catch up exactly when read (see
       :class:`~gluon_sparse.optimizer.SparseSGD`);
-    * dense gradient or float16: MXNet's own update.
+    * dense float32 gradient on the CPU, when Trainer hands over several weights
+      (MXNet's optimizer aggregation): all of them in one call of
+      ``gluon_sparse_nag_multi_update`` (MXNet's results, without
+      its operators per weight);
+    * other dense gradients or float16: MXNet's own update.
 
     Parameters
     ----------

@@ -71,7 +71,11 @@ class SparseRMSProp(SparseRuleMixin, mx.optimizer.RMSProp):
     * row_sparse gradient: gluon-sparse's ``gluon_sparse_rmsprop_update`` /
       ``gluon_sparse_rmsprop_centered_update`` (one pass, CPU threads / CUDA), or,
       with ``deferred=True``, the deferred update of the gradient's rows only;
-    * dense gradient, float16: MXNet's ``rmsprop_update`` /
+    * dense float32 gradient on the CPU, when Trainer hands over several weights
+      (MXNet's optimizer aggregation): all of them in one call of
+      ``gluon_sparse_rmsprop[_centered]_multi_update`` (MXNet's results, without
+      its operators per weight);
+    * other dense gradients, float16: MXNet's ``rmsprop_update`` /
       ``rmspropalex_update``.
 
     The state is MXNet's: ``(n,)``, or ``(n, g, delta)`` when centered, in the

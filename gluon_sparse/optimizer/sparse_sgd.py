@@ -52,7 +52,11 @@ class SparseSGD(SparseRuleMixin, mx.optimizer.SGD):
       updated; the others catch up (bitwise, replaying the steps they missed)
       when gluon-sparse's blocks read them and whenever Gluon reads or writes
       the weight (``param.data()``, saving, pickling, kvstore, ...);
-    * dense gradient, ``lazy_update=True`` or float16: MXNet's own update.
+    * dense float32 gradient on the CPU, when Trainer hands over several weights
+      (MXNet's optimizer aggregation): all of them in one call of
+      ``gluon_sparse_sgd[_mom]_multi_update`` (MXNet's results, without
+      its operators per weight);
+    * other dense gradients, ``lazy_update=True`` or float16: MXNet's own update.
 
     Parameters
     ----------
