@@ -179,33 +179,42 @@ def harness(tmp_path_factory):
 
 def _replay_cases(rng, count):
     for trial in range(count):
-        dtype, cols = (np.float32, np.float64)[trial % 2], 5
+        dtype, cols = (np.float32, np.float64)[trial % 2], (5, 37)[trial % 5 == 4]
         steps = int(rng.integers(2, 40))
         lrs, wds = odd_history(rng, steps, [0.0, -0.1, np.inf, np.nan, -0.0],
                                [-0.1, np.inf, np.nan])
         if trial % 3:
-            wds[:] = 0.0  # wd = 0 throughout: the case the hook is for
+            wds[:] = 0.0  # wd = 0 throughout: nothing moves
         eps = np.full(steps + 1, (1e-7, 1e-8, 0.0)[trial % 3], np.float32)
+        if trial % 6 == 3:  # now and then a step whose eps is 0 or NaN: its full step
+            eps[rng.integers(1, steps + 1)] = rng.choice([0.0, np.nan, -1e-8])
+        clips = rng.choice([-1.0, 0.5, 0.0], steps + 1) if trial % 4 == 1 else -1.0
         moving = ~((wds == 0) & (lrs > 0) & np.isfinite(lrs) & (eps > 0))
-        history = np.stack([lrs, wds, np.full(steps + 1, -1, np.float32), eps,
+        history = np.stack([lrs, wds, np.full(steps + 1, clips, np.float32), eps,
                             last_step_marks(moving)], 1).astype(np.float32)
         if trial % 10 == 9:
             history[:, 4] = np.nan  # mark unknown (the op's default)
         weight = rng.standard_normal(cols).astype(dtype)
         hist = np.abs(rng.standard_normal(cols)) * (trial % 4 != 0)
         if trial % 7 == 0:
-            weight[0], hist[1] = rng.choice([np.inf, np.nan, -0.0]), rng.choice([-0.0, np.nan])
+            weight[0] = rng.choice([np.inf, np.nan, -0.0, -0.0])
+        if trial % 11 == 0:
+            hist[1] = rng.choice([-0.0, np.nan])
         start = int(rng.integers(0, steps))
         yield (weight, hist[None].astype(dtype), history, [], start,
                int(rng.integers(start, steps + 1)))
 
 
 def test_replay_hook_equals_step_by_step(harness):
-    """AdaGradRule::replay_row (nothing moves over steps with wd = 0) is bitwise the replay
-    of every step, and refuses where a step would move something (wd != 0, lr <= 0 or not
-    finite, eps = 0, a -0 or NaN history, a weight that is not finite)."""
-    taken = check_replay_hook(harness, "adagrad", _replay_cases(np.random.default_rng(0), 4000))
-    assert taken > 1000
+    """AdaGradRule::replay_row is bitwise the replay of every step: over steps with wd = 0
+    nothing moves; over steps with weight decay the history stays and div is +0, so each
+    step is w + (+0 + w * wd) * -lr, or the full step where eps is not > 0. It refuses rows
+    whose history is -0 or NaN, and identity ranges over a weight that is not finite."""
+    cases = list(_replay_cases(np.random.default_rng(0), 4000))
+    taken = check_replay_hook(harness, "adagrad", cases)
+    moving = sum(1 for _, _, history, _, start, end in cases
+                 if (history[start + 1:end + 1, 1] != 0).any())
+    assert taken > 2500 and moving > 500
 
 
 def test_replay_marks_round_up_beyond_float_precision():

@@ -94,28 +94,59 @@ struct AdaGradRule {
   }
 
   /*!
-   * \brief The replay of from+1..to when every one of those steps is an identity
-   *        (wd == 0 throughout): nothing moves, whatever the history holds, so a
-   *        row touched long ago costs one look at the mark of record `to` and one
-   *        pass over its elements instead of a pass per step. Rows whose history
-   *        is not > 0 or +0, or whose weight is not finite, and ranges with a step
-   *        that is not an identity (e.g. wd != 0) are left to the step-by-step
-   *        replay (each wd step rounds; there is no closed form).
+   * \brief A cheaper exact replay of from+1..to, two cases:
+   *
+   * - every step of the range is an identity (wd == 0 throughout): nothing
+   *   moves, whatever the history holds, so a row touched long ago costs one
+   *   look at the mark of record `to` and one pass over its elements instead of
+   *   a pass per step;
+   * - otherwise (weight decay): a step without gradient adds g * g = +0 to the
+   *   history, which leaves a history that is > 0 or +0 unchanged, and with
+   *   eps > 0 its div = +0 / sqrt(history + eps) is +0. Such a step is
+   *   w = w + (+0 + w * wd) * -lr, the step's own operations minus the square
+   *   root and the division (kept: the +0 +, which turns a -0 product into +0).
+   *   Steps whose eps is not > 0 take the full step.
+   *
+   * Rows with a history element that is -0 or NaN (or < 0), and rows whose
+   * weight is not finite over an identity range, are left to the step-by-step
+   * replay.
    */
   template <typename T>
   GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
                                         const float*, int64_t from, int64_t to) {
+    for (int64_t j = 0; j < cols; ++j) {
+      // history + eps > 0 needs history >= 0 (false for NaN), and -0 + +0 would
+      // turn a -0 history into +0.
+      const T h = s[0][j];
+      if (!(h > T(0) || ops::is_positive_zero(h))) return false;
+    }
     // Every step of from+1..to is an identity when the last one that is not came at or
     // before `from` (a NaN mark compares false).
     const double last_moving = history[to * kNumStep + kLastMovingStep];
-    if (!(last_moving <= static_cast<double>(from))) return false;
-    for (int64_t j = 0; j < cols; ++j) {
-      // history + eps > 0 needs history >= 0 (false for NaN), and -0 + +0 would
-      // turn a -0 history into +0; 0 * w needs w finite.
-      const T h = s[0][j];
-      if (!(h > T(0) || ops::is_positive_zero(h)) || !(w[j] - w[j] == T(0))) return false;
+    if (last_moving <= static_cast<double>(from)) {
+      for (int64_t j = 0; j < cols; ++j) {
+        if (!(w[j] - w[j] == T(0))) return false;  // 0 * w needs w finite
+      }
+      return true;
+    }
+#if defined(__CUDA_ARCH__)
+    // One thread a row would replay cols x steps alone; the generic replay spreads
+    // the row's columns over a block. Same bits.
+    return false;
+#else
+    for (int64_t t = from + 1; t <= to; ++t) {
+      const float* record = history + t * kNumStep;
+      const Scalars<T> sc = scalars<T>(record, nullptr, 1.0f);
+      if (record[3] > 0.0f) {  // eps > 0 (false for NaN): div is +0
+        for (int64_t j = 0; j < cols; ++j) {
+          w[j] = ops::add(w[j], ops::mul(ops::add(T(0), ops::mul(w[j], sc.wd)), sc.neg_lr));
+        }
+      } else {
+        for (int64_t j = 0; j < cols; ++j) apply<false>(T(0), w + j, s[0] + j, sc);
+      }
     }
     return true;
+#endif
   }
 };
 
