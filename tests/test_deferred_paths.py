@@ -404,14 +404,14 @@ def test_two_devices_read_and_restore(tmp_path, optimizer):
 
 @pytest.mark.parametrize("wd", [0.0, 0.01])
 def test_replay_simd_builds_equal_eager(wd, optimizer):
-    """The replay's full steps on the baseline and the AVX2 build (host_simd.h), 37
-    columns (a block of 32 and a tail), both bitwise the eager run."""
+    """The replay's full steps on the baseline and the AVX2 build (host_simd.h), 165
+    columns (blocks of 128 and 32 and a tail of 5), both bitwise the eager run."""
     def run(is_deferred, simd_path):
         _native._force_simd_path(simd_path)
         mx.random.seed(3)
         net = gluon.nn.HybridSequential()
-        net.add(FullyConnectedSparse(37, activation="tanh", in_units=IN_UNITS),
-                gluon.nn.Dense(1, in_units=37))
+        net.add(FullyConnectedSparse(165, activation="tanh", in_units=IN_UNITS),
+                gluon.nn.Dense(1, in_units=165))
         net.initialize(mx.init.Uniform(0.5))
         trainer = _trainer(net, is_deferred, wd, optimizer)
         _train(net, trainer, _schedule())

@@ -347,7 +347,9 @@ def _random_replay_case(rng):
     """A row, its states and a history: schedules, wd switching on and off, odd values."""
     dtype = np.float32 if rng.random() < 0.6 else np.float64
     centered = bool(rng.random() < 0.5)
-    cols = int(rng.integers(1, 9) if rng.random() < 0.8 else rng.integers(30, 70))  # blocks of 32
+    # the replay's blocks: of 32 columns, and of 128 for wider rows
+    cols = int(rng.choice([rng.integers(1, 9), rng.integers(30, 70), rng.integers(128, 170)],
+                          p=[0.8, 0.1, 0.1]))
     steps = int(rng.choice([1, 2, 5, 60, 400, 1500]))
     history = np.zeros((steps + 1, 3), np.float32)
     wd_choices = [[0.0], [0.01], [0.0, 0.0, 0.0, 0.02, -0.0]][rng.integers(3)]
