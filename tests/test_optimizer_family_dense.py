@@ -31,20 +31,22 @@ CONFIGS = [
 IDS = ["%s-%d" % (name, i) for i, (name, _) in enumerate(CONFIGS)]
 # Options MXNet's own class lacks: compared with the one-by-one update only
 # (SparseAdamax's epsilon: MXNet's AdaMax NDArray operations dividing by u + epsilon).
-MORE_CONFIGS = CONFIGS + [("sparseadamax", {"learning_rate": 0.02, "epsilon": 1e-3})]
-MORE_IDS = IDS + ["sparseadamax-epsilon"]
+# SparseAdam's decoupled_wd (AdamW): the family's adamw rule, MXNet's adamw_update.
+MORE_CONFIGS = CONFIGS + [("sparseadamax", {"learning_rate": 0.02, "epsilon": 1e-3}),
+                          ("sparseadam", {"learning_rate": 0.02, "decoupled_wd": True})]
+MORE_IDS = IDS + ["sparseadamax-epsilon", "sparseadam-decoupled_wd"]
 
 
 @pytest.fixture
 def fused_calls(monkeypatch):
     """Count the calls of the rules' multi-update (vs MXNet's own update)."""
     calls = []
-    real = _family.SparseRuleMixin._fused_update
+    real = _family.fused_dense_update
 
-    def counting(self, rule, group):
+    def counting(optimizer, rule, group):
         calls.append(len(group))
-        return real(self, rule, group)
-    monkeypatch.setattr(_family.SparseRuleMixin, "_fused_update", counting)
+        return real(optimizer, rule, group)
+    monkeypatch.setattr(_family, "fused_dense_update", counting)
     return calls
 
 

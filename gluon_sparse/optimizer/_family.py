@@ -229,21 +229,6 @@ class SparseRuleMixin(abc.ABC):
         op = getattr(mx.nd, "gluon_sparse_%s_update" % rule.name)
         op(weight, grad, *_as_list(state), out=weight, rescale_grad=self.rescale_grad, **scalars)
 
-    def _fusable(self, rule, weight, grad, state):
-        """Whether ``weight`` goes to the rule's multi-update: dense float32 CPU weight and
-        gradient, MXNet's state layout (float64: MXNet's composed updates keep some
-        scalars in double where the rules round them to float32)."""
-        if isinstance(state, _family_state.DeferredRuleState) or not (
-                weight.stype == "default" and grad.stype == "default"
-                and np.dtype(weight.dtype) == np.float32
-                and weight.context.device_type == "cpu"):
-            return False
-        states = _as_list(state)
-        return (len(states) == len(rule.state_names)
-                and all(isinstance(s, mx.nd.NDArray) and s.stype == "default"
-                        and s.shape == weight.shape and s.dtype == weight.dtype
-                        for s in states))
-
     def update_multi_precision(self, index, weight, grad, state):
         """Update one weight, or several at once (MXNet's aggregated update).
 
@@ -261,28 +246,61 @@ class SparseRuleMixin(abc.ABC):
         rule = self._rule()
         fused = []
         for i, w, g, s in zip(index, weight, grad, state):
-            if self._fusable(rule, w, g, s):
+            if dense_fusable(rule, w, g, s):
                 self._update_count(i)
                 fused.append((w, g, _as_list(s), rule.step(self, i)))
             else:
                 self._update_one(i, w, g, s)
         if fused:
-            self._fused_update(rule, fused)
+            fused_dense_update(self, rule, fused)
 
     def _update_one(self, index, weight, grad, state):
         if self.multi_precision and weight.dtype == np.float16:
             return super().update_multi_precision(index, weight, grad, state)
         return self.update(index, weight, grad, state)
 
-    def _fused_update(self, rule, group):
-        inputs = []
-        for w, g, states, _ in group:
-            inputs += [w, g] + states
-        # Each step scalar as a list, its elements as the eager operator's text
-        # (str(float), as MXNet passes a scalar).
-        lists = {name: ",".join(str(scalars[name]) for _, _, _, scalars in group)
-                 for name in rule.step_names}
-        _native.load_ops()
-        op = getattr(mx.nd, "gluon_sparse_%s_multi_update" % rule.name)
-        op(*inputs, out=[w for w, _, _, _ in group], num_weights=len(group),
-           rescale_grad=self.rescale_grad, **lists, **rule.fixed(self))
+
+# ----------------------------------------------------- dense weights in one call
+def dense_fusable(rule, weight, grad, state):
+    """Whether ``weight`` goes to ``gluon_sparse_<rule>_multi_update``.
+
+    Dense float32 weight and gradient on the CPU, with MXNet's state layout
+    (``rule.state_names`` arrays shaped like the weight). Not float64: MXNet's
+    composed updates keep some scalars in double where the rules round them to
+    float32.
+    """
+    if isinstance(state, _family_state.DeferredRuleState) or not (
+            weight.stype == "default" and grad.stype == "default"
+            and np.dtype(weight.dtype) == np.float32
+            and weight.context.device_type == "cpu"):
+        return False
+    states = _as_list(state)
+    return (len(states) == len(rule.state_names)
+            and all(isinstance(s, mx.nd.NDArray) and s.stype == "default"
+                    and s.shape == weight.shape and s.dtype == weight.dtype
+                    for s in states))
+
+
+def fused_dense_update(optimizer, rule, group):
+    """One call of ``gluon_sparse_<rule>_multi_update`` for ``group``.
+
+    Parameters
+    ----------
+    optimizer : mxnet.optimizer.Optimizer
+        Gives ``rescale_grad`` and the rule's fixed scalars.
+    rule : Rule
+    group : list of (weight, grad, states, scalars)
+        ``states`` a list of arrays (``rule.state_names``), ``scalars`` what
+        ``rule.step`` returned for that weight's update, in update order.
+    """
+    inputs = []
+    for w, g, states, _ in group:
+        inputs += [w, g] + states
+    # Each step scalar as a list, its elements as the eager operator's text
+    # (str(float), as MXNet passes a scalar).
+    lists = {name: ",".join(str(scalars[name]) for _, _, _, scalars in group)
+             for name in rule.step_names}
+    _native.load_ops()
+    op = getattr(mx.nd, "gluon_sparse_%s_multi_update" % rule.name)
+    op(*inputs, out=[w for w, _, _, _ in group], num_weights=len(group),
+       rescale_grad=optimizer.rescale_grad, **lists, **rule.fixed(optimizer))

@@ -14,7 +14,7 @@ import mxnet as mx
 import numpy as np
 
 from .. import _native
-from . import _adamw
+from . import _adamw, _family
 from . import deferred as deferred_adam
 
 __all__ = ["SparseAdam"]
@@ -178,7 +178,9 @@ class SparseAdam(mx.optimizer.Adam):
 
         With lists (``aggregate_num > 0``: Trainer hands every parameter in
         one call), the dense CPU weights go to ``gluon_sparse_adam_multi_update``
-        together, each with what ``adam_update`` would give it; the others
+        together, each with what ``adam_update`` would give it (with
+        ``decoupled_wd``, the dense float32 ones to
+        ``gluon_sparse_adamw_multi_update``, MXNet's ``adamw_update``); the others
         (row_sparse gradients, deferred state, float16 master copies, GPU)
         take :meth:`update` one by one. Steps are counted, and learning rates
         computed, in the order of ``index``, as one-by-one updates would.
@@ -186,15 +188,20 @@ class SparseAdam(mx.optimizer.Adam):
         if not isinstance(index, (list, tuple)):
             super().update_multi_precision(index, weight, grad, state)
             return
-        fused = {}
+        fused, decoupled = {}, []
         for i, w, g, s in zip(index, weight, grad, state):
             if self._fusable(w, g, s):
                 lr, wd = self._step_lr_wd(i)
                 fused.setdefault(np.dtype(w.dtype), []).append((w, g, s, lr, wd))
+            elif self.decoupled_wd and _family.dense_fusable(_adamw.ADAMW, w, g, s):
+                self._update_count(i)
+                decoupled.append((w, g, list(s), _adamw.ADAMW.step(self, i)))
             else:
                 super().update_multi_precision(i, w, g, s)
         for group in fused.values():
             self._fused_update(group)
+        if decoupled:  # AdamW: the family's multi-update of its rule
+            _family.fused_dense_update(self, _adamw.ADAMW, decoupled)
 
     def _fused_update(self, group):
         inputs = []
