@@ -157,7 +157,7 @@ inline void replay_block(int64_t j0, int64_t width, T* w, const StatePtrs<T>& st
  *
  * Blocks of 128 columns while a row has that many left, then of 32: a wide
  * block computes the step's scalars once for more columns and gives the CPU
- * more independent vectors in flight (1.15-1.3x faster than blocks of 32 on
+ * more independent vectors in flight (1.15-1.35x faster than blocks of 32 on
  * the CTR shape of bench_optimizers, 128 columns), while a narrow row (an FM's
  * 8 or 16 factors) pads no more than one block of 32.
  */
