@@ -28,7 +28,6 @@
  */
 #include <algorithm>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,15 +56,7 @@ struct Params {
 
 /*! \brief A comma-separated list of floats, each parsed as adam_update parses its lr. */
 bool parse_list(const std::string& key, const std::string& text, std::vector<float>* out) {
-  out->clear();
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    float value;
-    if (!ops::parse_float(kOpName, key, item, &value)) return false;
-    out->push_back(value);
-  }
-  return true;
+  return ops::parse_float_list(kOpName, key, text, ops::parse_float, out);
 }
 
 bool parse_params(const ops::Attrs& attrs, Params* p) {

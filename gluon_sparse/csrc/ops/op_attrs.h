@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,25 @@ inline bool parse_float_rounded(const char* op, const std::string& key, const st
     return false;
   }
   *out = value;
+  return true;
+}
+
+/*!
+ * \brief A comma-separated list of floats (the multi-weight updates' per-weight
+ *        scalars), each element parsed by `parse_one` (parse_float or
+ *        parse_float_rounded) as the single-weight operator parses the scalar.
+ */
+template <typename ParseOne>
+bool parse_float_list(const char* op, const std::string& key, const std::string& text,
+                      ParseOne parse_one, std::vector<float>* out) {
+  out->clear();
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    float value;
+    if (!parse_one(op, key, item, &value)) return false;
+    out->push_back(value);
+  }
   return true;
 }
 

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,13 +21,6 @@ std::string multi_op_name(const RuleInfo& info) {
 
 namespace {
 
-int index_of(const char* const* names, int n, const std::string& key) {
-  for (int i = 0; i < n; ++i) {
-    if (key == names[i]) return i;
-  }
-  return -1;
-}
-
 std::string parameter_list(const RuleInfo& info) {
   std::string names = "num_weights";
   for (int i = 0; i < info.num_step; ++i) names += std::string(", ") + info.step_names[i];
@@ -39,18 +31,11 @@ std::string parameter_list(const RuleInfo& info) {
 /*! \brief Step scalar `s` as a comma-separated list, each element parsed as the eager op would. */
 bool parse_list(const RuleInfo& info, const char* op, int s, const std::string& text,
                 std::vector<float>* out) {
-  const bool rounded = info.step_parse != nullptr && info.step_parse[s] == Parse::kTupleElement;
-  out->clear();
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    float value;
-    const bool ok = rounded ? ops::parse_float_rounded(op, info.step_names[s], item, &value)
-                            : ops::parse_float(op, info.step_names[s], item, &value);
-    if (!ok) return false;
-    out->push_back(value);
-  }
-  return true;
+  auto parse_one = [&info, s](const char* name, const std::string&, const std::string& item,
+                              float* value) {
+    return parse_step_scalar(info, name, s, item, value);
+  };
+  return ops::parse_float_list(op, info.step_names[s], text, parse_one, out);
 }
 
 /*! \brief The name of input i (weight, grad or a state) and its weight, for messages. */

@@ -38,6 +38,8 @@ std::string parameter_list(const RuleInfo& info, OpKind kind) {
   return names;
 }
 
+}  // namespace
+
 int index_of(const char* const* names, int n, const std::string& key) {
   for (int i = 0; i < n; ++i) {
     if (key == names[i]) return i;
@@ -45,7 +47,13 @@ int index_of(const char* const* names, int n, const std::string& key) {
   return -1;
 }
 
-}  // namespace
+bool parse_step_scalar(const RuleInfo& info, const char* op, int s, const std::string& text,
+                       float* out) {
+  if (info.step_parse != nullptr && info.step_parse[s] == Parse::kTupleElement) {
+    return ops::parse_float_rounded(op, info.step_names[s], text, out);
+  }
+  return ops::parse_float(op, info.step_names[s], text, out);
+}
 
 bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Params* p) {
   const std::string name = op_name(info, kind);
@@ -58,10 +66,8 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
     const int s = kind == OpKind::kFlush ? -1 : index_of(info.step_names, info.num_step, kv.first);
     const int f = index_of(info.fixed_names, info.num_fixed, kv.first);
     bool ok = true;
-    if (s >= 0 && info.step_parse != nullptr && info.step_parse[s] == Parse::kTupleElement) {
-      ok = ops::parse_float_rounded(op, kv.first, kv.second, &p->step_scalars[s]);
-    } else if (s >= 0) {
-      ok = ops::parse_float(op, kv.first, kv.second, &p->step_scalars[s]);
+    if (s >= 0) {
+      ok = parse_step_scalar(info, op, s, kv.second, &p->step_scalars[s]);
     } else if (f >= 0) {
       ok = ops::parse_float(op, kv.first, kv.second, &p->fixed[f]);
     } else if (kind != OpKind::kFlush && kv.first == "rescale_grad") {

@@ -88,6 +88,16 @@ struct Params {
   bool catch_up = false;
 };
 
+/*! \brief The position of `key` among the first `n` of `names`, -1 if absent. */
+int index_of(const char* const* names, int n, const std::string& key);
+
+/*!
+ * \brief Step scalar `s` of the rule from `text`, parsed as MXNet's reference
+ *        operator parses it (the rule's kStepParse: a field or a tuple element).
+ */
+bool parse_step_scalar(const RuleInfo& info, const char* op, int s, const std::string& text,
+                       float* out);
+
 /*! \brief Parse `attrs` as the operator `kind` of the rule described by `info`. */
 bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Params* p);
 
