@@ -170,8 +170,9 @@ class BuildNative(build_ext):
 
         if ext.use_mxnet:
             mxnet_dir = _mxnet_dir()
-            cxxflags += ["-I", os.path.join(mxnet_dir, "include")]
-            sources.append(os.path.join(mxnet_dir, "src", "lib_api.cc"))
+            # lib_api.cc is compiled through csrc/ops/mxnet_lib_api.cc, which
+            # renames the two functions error_messages.cc replaces.
+            cxxflags += ["-I", os.path.join(mxnet_dir, "include"), "-I", os.path.join(mxnet_dir, "src")]
             # Recorded in the library (gluon_sparse_build_mxnet_version()) so that
             # loading it into another MXNet is refused before MXNet maps it.
             version = _mxnet_version(mxnet_dir)

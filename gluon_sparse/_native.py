@@ -101,20 +101,6 @@ def _set_parallelism(grain=0, threads=0):
     lib.gluon_sparse_set_parallelism(int(grain), int(threads))
 
 
-def clear_error_messages():
-    """Drop the error messages the operator library has reported so far; returns their count.
-
-    Works around MXNet 1.9.1's ``lib_api``: every error an operator reports stays
-    in a list that is never emptied, and each later call of the library's
-    operators leaks a copy of every message in it (csrc/ops/error_messages.cc).
-    Call it only while none of the library's operators runs (after
-    ``mx.nd.waitall()``).
-    """
-    load_ops()
-    lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
-    return int(lib.gluon_sparse_clear_error_messages())
-
-
 def _force_simd_path(path=-1):
     """Force the build the host SIMD kernels take (host_simd.h). For tests only.
 

@@ -221,6 +221,7 @@ _SANITIZER_DRIVER = r"""
 #include <vector>
 #include "adam_op.cc"
 #include "adam_op_cpu.cc"
+#include "error_messages.cc"
 #include "omp_threads.cc"
 #include "worker_pool.cc"
 
@@ -280,12 +281,13 @@ def test_cpu_kernel_under_address_and_undefined_behaviour_sanitizers(tmp_path):
                 "-I", OPS_DIR, "-I", os.path.join(mxnet_dir, "include"), "-c"]
     sanitize = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
     # -O0 compiles fastest and hides nothing from the sanitizers. MXNet's
-    # lib_api.cc only marshals the tensors: compiled without instrumentation,
-    # in parallel with the driver.
+    # lib_api.cc (through mxnet_lib_api.cc, as the library builds it) only
+    # marshals the tensors: compiled without instrumentation, in parallel with
+    # the driver.
     compiles = [subprocess.Popen(["g++", "-O0", "-fno-omit-frame-pointer"] + sanitize + includes
                                  + [str(driver), "-o", binary + ".o"], stderr=subprocess.PIPE),
-                subprocess.Popen(["g++", "-O0"] + includes
-                                 + [os.path.join(mxnet_dir, "src", "lib_api.cc"),
+                subprocess.Popen(["g++", "-O0", "-I", os.path.join(mxnet_dir, "src")] + includes
+                                 + [os.path.join(OPS_DIR, "mxnet_lib_api.cc"),
                                     "-o", binary + "_lib_api.o"], stderr=subprocess.PIPE)]
     for proc in compiles:
         _, stderr = proc.communicate()

@@ -73,7 +73,7 @@ bool parse_params(const ops::Attrs& attrs, bool is_update, Params* p) {
     }
     const auto field = fields.find(kv.first);
     if (field == fields.end()) {
-      MX_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
+      GS_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << (is_update ? "lr, step, beta1, beta2, epsilon, wd, rescale_grad, "
                                    "clip_gradient, catch_up"
                                  : "step, beta1, beta2, epsilon");
@@ -82,11 +82,11 @@ bool parse_params(const ops::Attrs& attrs, bool is_update, Params* p) {
     if (!ops::parse_float(op, kv.first, kv.second, field->second)) return false;
   }
   if (is_update && std::isnan(p->lr)) {
-    MX_ERROR_MSG << op << ": parameter lr is required";
+    GS_ERROR_MSG << op << ": parameter lr is required";
     return false;
   }
   if (p->step < 1) {
-    MX_ERROR_MSG << op << ": parameter step (the 1-based update count) is required";
+    GS_ERROR_MSG << op << ": parameter step (the 1-based update count) is required";
     return false;
   }
   return true;
@@ -95,7 +95,7 @@ bool parse_params(const ops::Attrs& attrs, bool is_update, Params* p) {
 bool collect_args(const char* op, const Layout& layout, const std::vector<MXTensor>& inputs,
                   const std::vector<MXTensor>& outputs, int64_t step, Args* a) {
   if (static_cast<int>(inputs.size()) != layout.count || outputs.size() != 1) {
-    MX_ERROR_MSG << op << ": expects " << layout.count << " inputs and 1 output, got "
+    GS_ERROR_MSG << op << ": expects " << layout.count << " inputs and 1 output, got "
                  << inputs.size() << " and " << outputs.size();
     return false;
   }
@@ -103,14 +103,14 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
   for (int i = 0; i < layout.count; ++i) {
     if (inputs[i].ctx.dev_type != weight.ctx.dev_type ||
         inputs[i].ctx.dev_id != weight.ctx.dev_id) {
-      MX_ERROR_MSG << op << ": " << layout.names[i] << " is on " << inputs[i].ctx.dev_type << "("
+      GS_ERROR_MSG << op << ": " << layout.names[i] << " is on " << inputs[i].ctx.dev_type << "("
                    << inputs[i].ctx.dev_id << ") but weight is on " << weight.ctx.dev_type << "("
                    << weight.ctx.dev_id << ")";
       return false;
     }
   }
   if (outputs[0].data_ptr != weight.data_ptr) {
-    MX_ERROR_MSG << op << " updates the weight in place: call it with out=weight";
+    GS_ERROR_MSG << op << " updates the weight in place: call it with out=weight";
     return false;
   }
   a->gpu = weight.ctx.dev_type == "gpu";
@@ -125,7 +125,7 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
   a->history = static_cast<gd::StepRecord*>(inputs[layout.history].data_ptr);
   a->capacity = inputs[layout.history].shape[0];
   if (step >= a->capacity) {
-    MX_ERROR_MSG << op << ": step " << step << " does not fit a history of " << a->capacity
+    GS_ERROR_MSG << op << ": step " << step << " does not fit a history of " << a->capacity
                  << " records (records 0.." << a->capacity - 1 << "); grow the history first";
     return false;
   }
@@ -136,7 +136,7 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
     const MXSparse* grad = reinterpret_cast<const MXSparse*>(inputs[layout.grad].data_ptr);
     if (grad->indices_len < 0 || grad->indices_len > a->num_rows ||
         grad->data_len != grad->indices_len * a->cols) {
-      MX_ERROR_MSG << op << ": grad stores " << grad->indices_len << " row indices and "
+      GS_ERROR_MSG << op << ": grad stores " << grad->indices_len << " row indices and "
                    << grad->data_len << " values, inconsistent with a weight of " << a->num_rows
                    << " rows of " << a->cols << " values";
       return false;
@@ -150,11 +150,11 @@ bool collect_args(const char* op, const Layout& layout, const std::vector<MXTens
 
 bool report_stale_row(int64_t row, int64_t row_step, int64_t step) {
   if (row_step >= step || row_step < 0) {
-    MX_ERROR_MSG << kUpdateName << ": row " << row << " is at step " << row_step
+    GS_ERROR_MSG << kUpdateName << ": row " << row << " is at step " << row_step
                  << ", which is not before this update's step " << step
                  << " (was an update applied twice, or the state replaced?)";
   } else {
-    MX_ERROR_MSG << kUpdateName << ": row " << row << " of the weight is at step " << row_step
+    GS_ERROR_MSG << kUpdateName << ": row " << row << " of the weight is at step " << row_step
                  << " but update " << step << " has a gradient for it: a forward pass read the "
                  << "row without bringing it up to date (only gluon_sparse's sparse blocks do "
                  << "that), so its gradient comes from stale weights. Train with "
@@ -165,7 +165,7 @@ bool report_stale_row(int64_t row, int64_t row_step, int64_t step) {
 
 /*! \brief The flush's error for a row whose last_step lies outside [0, step]. */
 void report_invalid_last_step(int64_t row, int64_t row_step, int64_t step) {
-  MX_ERROR_MSG << kFlushName << ": row " << row << " is at step " << row_step << ", outside [0, "
+  GS_ERROR_MSG << kFlushName << ": row " << row << " is at step " << row_step << ", outside [0, "
                << step << "] (the state does not belong to these weights?)";
 }
 
@@ -193,24 +193,24 @@ bool check_types(const char* op, const Layout& layout, std::vector<int>* in_type
                  std::vector<int>* out_types) {
   const int dtype = (*in_types)[layout.weight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << op << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << op << ": weight must be float32 or float64 (dtype code " << dtype
                  << "); train float16 weights with multi_precision=True";
     return false;
   }
   for (int i : {layout.grad, layout.mean, layout.var}) {
     if (i >= 0 && (*in_types)[i] != dtype) {
-      MX_ERROR_MSG << op << ": " << layout.names[i] << " has dtype code " << (*in_types)[i]
+      GS_ERROR_MSG << op << ": " << layout.names[i] << " has dtype code " << (*in_types)[i]
                    << " but weight has " << dtype << "; they must share one dtype";
       return false;
     }
   }
   if ((*in_types)[layout.last_step] != kInt64) {
-    MX_ERROR_MSG << op << ": last_step must be int64 (dtype code " << (*in_types)[layout.last_step]
+    GS_ERROR_MSG << op << ": last_step must be int64 (dtype code " << (*in_types)[layout.last_step]
                  << ")";
     return false;
   }
   if ((*in_types)[layout.history] != kFloat32) {
-    MX_ERROR_MSG << op << ": history must be float32 (dtype code " << (*in_types)[layout.history]
+    GS_ERROR_MSG << op << ": history must be float32 (dtype code " << (*in_types)[layout.history]
                  << ")";
     return false;
   }
@@ -233,12 +233,12 @@ bool check_shapes(const char* op, const Layout& layout,
                   std::vector<std::vector<unsigned int>>* out_shapes) {
   const auto& weight = (*in_shapes)[layout.weight];
   if (weight.empty()) {
-    MX_ERROR_MSG << op << ": weight must have at least one dimension (its rows)";
+    GS_ERROR_MSG << op << ": weight must have at least one dimension (its rows)";
     return false;
   }
   for (int i : {layout.grad, layout.mean, layout.var}) {
     if (i >= 0 && (*in_shapes)[i] != weight) {
-      MX_ERROR_MSG << op << ": " << layout.names[i] << " has shape "
+      GS_ERROR_MSG << op << ": " << layout.names[i] << " has shape "
                    << ops::shape_str((*in_shapes)[i]) << " but weight has shape "
                    << ops::shape_str(weight);
       return false;
@@ -246,13 +246,13 @@ bool check_shapes(const char* op, const Layout& layout,
   }
   const auto& last_step = (*in_shapes)[layout.last_step];
   if (last_step.size() != 1 || last_step[0] != weight[0]) {
-    MX_ERROR_MSG << op << ": last_step must have shape (" << weight[0] << ",), one step per "
+    GS_ERROR_MSG << op << ": last_step must have shape (" << weight[0] << ",), one step per "
                  << "weight row, but has shape " << ops::shape_str(last_step);
     return false;
   }
   const auto& history = (*in_shapes)[layout.history];
   if (history.size() != 2 || history[1] != 3 || history[0] < 2) {
-    MX_ERROR_MSG << op << ": history must have shape (capacity, 3) with capacity >= 2, but has "
+    GS_ERROR_MSG << op << ": history must have shape (capacity, 3) with capacity >= 2, but has "
                  << "shape " << ops::shape_str(history);
     return false;
   }
@@ -277,12 +277,12 @@ bool check_storage(const char* op, const Layout& layout, std::vector<int>* in_st
   for (int i = 0; i < layout.count; ++i) {
     if (i == layout.grad) continue;
     if ((*in_stypes)[i] != kDefaultStorage) {
-      MX_ERROR_MSG << op << ": " << layout.names[i] << " must be dense (default storage)";
+      GS_ERROR_MSG << op << ": " << layout.names[i] << " must be dense (default storage)";
       return false;
     }
   }
   if (layout.grad >= 0 && (*in_stypes)[layout.grad] != kRowSparseStorage) {
-    MX_ERROR_MSG << op << ": grad must be row_sparse; a dense gradient touches every row, so "
+    GS_ERROR_MSG << op << ": grad must be row_sparse; a dense gradient touches every row, so "
                  << "deferring buys nothing: use gluon_sparse_adam_update or adam_update";
     return false;
   }

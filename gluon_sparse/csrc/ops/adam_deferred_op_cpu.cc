@@ -107,7 +107,7 @@ MXReturnValue compute_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
   }
   const int64_t bad = adam::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    MX_ERROR_MSG << kUpdateName << ": "
+    GS_ERROR_MSG << kUpdateName << ": "
                  << gluon_sparse::invalid_row_index_message(bad, a.indices[bad],
                                                             bad > 0 ? a.indices[bad - 1] : 0,
                                                             a.num_rows);

@@ -35,7 +35,7 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
     auto status = ga::cuda::find_invalid_index(a.indices, a.nnz, a.num_rows, workspace, stream,
                                                &bad, &value, &previous);
     if (status.ok() && bad < a.nnz) {
-      MX_ERROR_MSG << kUpdateName << ": "
+      GS_ERROR_MSG << kUpdateName << ": "
                  << gluon_sparse::invalid_row_index_message(bad, value, previous, a.num_rows);
       return false;
     }
@@ -48,7 +48,7 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
                                            &bad, &row, &row_step);
     }
     if (!status.ok()) {
-      MX_ERROR_MSG << kUpdateName << ": CUDA error while checking the gradient rows: "
+      GS_ERROR_MSG << kUpdateName << ": CUDA error while checking the gradient rows: "
                    << status.error;
       return false;
     }
@@ -60,7 +60,7 @@ bool update_gpu_typed(const Params& p, const Args& a, const OpResource& res, voi
                                                  static_cast<const T*>(a.grad), a.indices, a.nnz,
                                                  p.step, stream);
   if (!status.ok()) {
-    MX_ERROR_MSG << kUpdateName << ": CUDA error: " << status.error;
+    GS_ERROR_MSG << kUpdateName << ": CUDA error: " << status.error;
     return false;
   }
   return true;
@@ -82,7 +82,7 @@ bool flush_gpu_typed(const Params& p, const Args& a, const OpResource& res, void
                                           nullptr, a.num_rows, p.step, stream);
   }
   if (!status.ok()) {
-    MX_ERROR_MSG << kFlushName << ": CUDA error: " << status.error;
+    GS_ERROR_MSG << kFlushName << ": CUDA error: " << status.error;
     return false;
   }
   return true;

@@ -77,7 +77,7 @@ bool parse_params(const ops::Attrs& attrs, Params* p) {
     } else {
       const auto field = scalars.find(kv.first);
       if (field == scalars.end()) {
-        MX_ERROR_MSG << kOpName << ": unknown parameter '" << kv.first
+        GS_ERROR_MSG << kOpName << ": unknown parameter '" << kv.first
                      << "'; the parameters are num_weights, lrs, wds, beta1, beta2, epsilon, "
                      << "rescale_grad, clip_gradient";
         return false;
@@ -86,12 +86,12 @@ bool parse_params(const ops::Attrs& attrs, Params* p) {
     }
   }
   if (p->num_weights <= 0 || !has_lrs || !has_wds) {
-    MX_ERROR_MSG << kOpName << ": parameters num_weights, lrs and wds are required";
+    GS_ERROR_MSG << kOpName << ": parameters num_weights, lrs and wds are required";
     return false;
   }
   if (static_cast<int64_t>(p->lrs.size()) != p->num_weights ||
       static_cast<int64_t>(p->wds.size()) != p->num_weights) {
-    MX_ERROR_MSG << kOpName << ": num_weights=" << p->num_weights << " but lrs holds "
+    GS_ERROR_MSG << kOpName << ": num_weights=" << p->num_weights << " but lrs holds "
                  << p->lrs.size() << " values and wds " << p->wds.size();
     return false;
   }
@@ -103,7 +103,7 @@ MXReturnValue parse_attrs(const std::unordered_map<std::string, std::string>& at
   Params p;
   if (!parse_params(attrs, &p)) return MX_FAIL;
   if (p.num_weights > 1024) {
-    MX_ERROR_MSG << kOpName << ": num_weights=" << p.num_weights << " is more than 1024";
+    GS_ERROR_MSG << kOpName << ": num_weights=" << p.num_weights << " is more than 1024";
     return MX_FAIL;
   }
   *num_inputs = static_cast<int>(kPerWeight * p.num_weights);
@@ -115,13 +115,13 @@ MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& att
                          std::vector<int>* in_types, std::vector<int>* out_types) {
   const int dtype = (*in_types)[0];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << kOpName << ": weights must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << kOpName << ": weights must be float32 or float64 (dtype code " << dtype
                  << ")";
     return MX_FAIL;
   }
   for (size_t i = 1; i < in_types->size(); ++i) {
     if ((*in_types)[i] != dtype) {
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i % kPerWeight] << " of weight "
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i % kPerWeight] << " of weight "
                    << i / kPerWeight << " has dtype code " << (*in_types)[i]
                    << " but weight 0 has " << dtype << "; every tensor must share one dtype";
       return MX_FAIL;
@@ -141,7 +141,7 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
       if (other != weight) {
         std::vector<int64_t> got(other.begin(), other.end());
         std::vector<int64_t> want(weight.begin(), weight.end());
-        MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " of weight " << w << " has shape "
+        GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " of weight " << w << " has shape "
                      << ops::shape_str(got) << " but the weight has shape "
                      << ops::shape_str(want);
         return MX_FAIL;
@@ -156,7 +156,7 @@ MXReturnValue infer_storage_type(const std::unordered_map<std::string, std::stri
                                  std::vector<int>* in_stypes, std::vector<int>* out_stypes) {
   for (size_t i = 0; i < in_stypes->size(); ++i) {
     if ((*in_stypes)[i] != kDefaultStorage) {
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i % kPerWeight] << " of weight "
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i % kPerWeight] << " of weight "
                    << i / kPerWeight << " must be dense (default storage); a row_sparse "
                    << "gradient goes to gluon_sparse_adam_update";
       return MX_FAIL;
@@ -219,14 +219,14 @@ MXReturnValue compute_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
   if (!parse_params(attrs, &p)) return MX_FAIL;
   if (inputs->size() != static_cast<size_t>(kPerWeight * p.num_weights) ||
       outputs->size() != static_cast<size_t>(p.num_weights)) {
-    MX_ERROR_MSG << kOpName << ": num_weights=" << p.num_weights << " needs "
+    GS_ERROR_MSG << kOpName << ": num_weights=" << p.num_weights << " needs "
                  << kPerWeight * p.num_weights << " inputs and " << p.num_weights
                  << " outputs, got " << inputs->size() << " and " << outputs->size();
     return MX_FAIL;
   }
   for (int64_t w = 0; w < p.num_weights; ++w) {
     if ((*outputs)[w].data_ptr != (*inputs)[kPerWeight * w].data_ptr) {
-      MX_ERROR_MSG << kOpName << " updates the weights in place: call it with out=[the weights]"
+      GS_ERROR_MSG << kOpName << " updates the weights in place: call it with out=[the weights]"
                    << " (output " << w << " is not weight " << w << ")";
       return MX_FAIL;
     }

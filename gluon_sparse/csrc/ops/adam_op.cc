@@ -57,7 +57,7 @@ bool parse_params(const ops::Attrs& attrs, AdamParams* p) {
     }
     const auto field = fields.find(kv.first);
     if (field == fields.end()) {
-      MX_ERROR_MSG << kOpName << ": unknown parameter '" << kv.first
+      GS_ERROR_MSG << kOpName << ": unknown parameter '" << kv.first
                    << "'; the parameters are lr, beta1, beta2, epsilon, wd, rescale_grad, "
                    << "clip_gradient, flush_denormals";
       return false;
@@ -66,7 +66,7 @@ bool parse_params(const ops::Attrs& attrs, AdamParams* p) {
     p->has_lr = p->has_lr || kv.first == "lr";
   }
   if (!p->has_lr) {
-    MX_ERROR_MSG << kOpName << ": parameter lr is required";
+    GS_ERROR_MSG << kOpName << ": parameter lr is required";
     return false;
   }
   return true;
@@ -78,7 +78,7 @@ bool parse_params(const ops::Attrs& attrs, AdamParams* p) {
 bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTensor>& outputs,
                   UpdateArgs* args) {
   if (inputs.size() != kNumInputs || outputs.size() != 1) {
-    MX_ERROR_MSG << kOpName << ": expects 4 inputs (weight, grad, mean, var) and 1 output, got "
+    GS_ERROR_MSG << kOpName << ": expects 4 inputs (weight, grad, mean, var) and 1 output, got "
                  << inputs.size() << " and " << outputs.size();
     return false;
   }
@@ -86,7 +86,7 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
   for (int i = 0; i < kNumInputs; ++i) {
     if (inputs[i].ctx.dev_type != weight.ctx.dev_type ||
         inputs[i].ctx.dev_id != weight.ctx.dev_id) {
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " is on " << inputs[i].ctx.dev_type
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " is on " << inputs[i].ctx.dev_type
                    << "(" << inputs[i].ctx.dev_id << ") but weight is on " << weight.ctx.dev_type
                    << "(" << weight.ctx.dev_id << ")";
       return false;
@@ -103,7 +103,7 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
     // a row_sparse weight must already store all of them.
     const MXSparse* w = reinterpret_cast<const MXSparse*>(weight.data_ptr);
     if (w->indices_len != args->num_rows) {
-      MX_ERROR_MSG << kOpName << ": a row_sparse weight must store all its " << args->num_rows
+      GS_ERROR_MSG << kOpName << ": a row_sparse weight must store all its " << args->num_rows
                    << " rows for a standard (non-lazy) update, but it stores "
                    << w->indices_len;
       return false;
@@ -117,14 +117,14 @@ bool collect_args(const std::vector<MXTensor>& inputs, const std::vector<MXTenso
     if (outputs[0].stype == kDefaultStorage) out_data = outputs[0].data_ptr;
   }
   if (out_data != args->weight) {
-    MX_ERROR_MSG << kOpName << " updates the weight in place: call it with out=weight";
+    GS_ERROR_MSG << kOpName << " updates the weight in place: call it with out=weight";
     return false;
   }
 
   const MXSparse* grad = reinterpret_cast<const MXSparse*>(inputs[kGrad].data_ptr);
   if (grad->indices_len < 0 || grad->indices_len > args->num_rows ||
       grad->data_len != grad->indices_len * args->cols) {
-    MX_ERROR_MSG << kOpName << ": grad stores " << grad->indices_len << " row indices and "
+    GS_ERROR_MSG << kOpName << ": grad stores " << grad->indices_len << " row indices and "
                  << grad->data_len << " values, inconsistent with its shape "
                  << ops::shape_str(inputs[kGrad].shape);
     return false;
@@ -154,14 +154,14 @@ MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& att
                          std::vector<int>* in_types, std::vector<int>* out_types) {
   const int dtype = (*in_types)[kWeight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << kOpName << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << kOpName << ": weight must be float32 or float64 (dtype code " << dtype
                  << "); train float16 weights with multi_precision=True, which updates a "
                  << "float32 master copy";
     return MX_FAIL;
   }
   for (int i = 1; i < kNumInputs; ++i) {
     if ((*in_types)[i] != dtype) {
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has dtype code " << (*in_types)[i]
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has dtype code " << (*in_types)[i]
                    << " but weight has " << dtype << "; all four must share one dtype";
       return MX_FAIL;
     }
@@ -175,14 +175,14 @@ MXReturnValue infer_shape(const std::unordered_map<std::string, std::string>& at
                           std::vector<std::vector<unsigned int>>* out_shapes) {
   const auto& weight = (*in_shapes)[kWeight];
   if (weight.empty()) {
-    MX_ERROR_MSG << kOpName << ": weight must have at least one dimension (its rows)";
+    GS_ERROR_MSG << kOpName << ": weight must have at least one dimension (its rows)";
     return MX_FAIL;
   }
   for (int i = 1; i < kNumInputs; ++i) {
     if ((*in_shapes)[i] != weight) {
       std::vector<int64_t> got((*in_shapes)[i].begin(), (*in_shapes)[i].end());
       std::vector<int64_t> want(weight.begin(), weight.end());
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has shape " << ops::shape_str(got)
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has shape " << ops::shape_str(got)
                    << " but weight has shape " << ops::shape_str(want);
       return MX_FAIL;
     }
@@ -195,17 +195,17 @@ MXReturnValue infer_storage_type(const std::unordered_map<std::string, std::stri
                                  std::vector<int>* in_stypes, std::vector<int>* out_stypes) {
   const int weight = (*in_stypes)[kWeight];
   if (weight != kDefaultStorage && weight != kRowSparseStorage) {
-    MX_ERROR_MSG << kOpName << ": weight must be dense (default) or row_sparse storage";
+    GS_ERROR_MSG << kOpName << ": weight must be dense (default) or row_sparse storage";
     return MX_FAIL;
   }
   if ((*in_stypes)[kGrad] != kRowSparseStorage) {
-    MX_ERROR_MSG << kOpName << ": grad must be row_sparse; use mx.nd.adam_update for a dense "
+    GS_ERROR_MSG << kOpName << ": grad must be row_sparse; use mx.nd.adam_update for a dense "
                  << "gradient";
     return MX_FAIL;
   }
   for (int i : {kMean, kVar}) {
     if ((*in_stypes)[i] != kDefaultStorage) {
-      MX_ERROR_MSG << kOpName << ": " << kInputNames[i]
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i]
                    << " must be dense (default storage) for a standard update";
       return MX_FAIL;
     }

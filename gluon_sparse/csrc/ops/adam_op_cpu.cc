@@ -112,7 +112,7 @@ MXReturnValue compute_cpu(const ops::Attrs& attrs,
   // Validate every index before any memory is touched.
   const int64_t bad = first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
-    MX_ERROR_MSG << kOpName << ": "
+    GS_ERROR_MSG << kOpName << ": "
                  << gluon_sparse::invalid_row_index_message(bad, a.indices[bad],
                                                             bad > 0 ? a.indices[bad - 1] : 0,
                                                             a.num_rows);

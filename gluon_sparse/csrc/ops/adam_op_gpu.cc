@@ -42,19 +42,19 @@ MXReturnValue compute_gpu(const ops::Attrs& attrs,
     const auto status = cuda::find_invalid_index(a.indices, a.nnz, a.num_rows, workspace,
                                                      stream, &bad, &value, &previous);
     if (!status.ok()) {
-      MX_ERROR_MSG << kOpName << ": CUDA error while checking grad indices: " << status.error;
+      GS_ERROR_MSG << kOpName << ": CUDA error while checking grad indices: " << status.error;
       return MX_FAIL;
     }
   }
   if (bad < a.nnz) {
-    MX_ERROR_MSG << kOpName << ": "
+    GS_ERROR_MSG << kOpName << ": "
                  << gluon_sparse::invalid_row_index_message(bad, value, previous, a.num_rows);
     return MX_FAIL;
   }
   const auto status = ops::with_float_type(
       a.dtype, [&](auto zero) { return launch_gpu<decltype(zero)>(p, a, stream); });
   if (!status.ok()) {
-    MX_ERROR_MSG << kOpName << ": CUDA error: " << status.error;
+    GS_ERROR_MSG << kOpName << ": CUDA error: " << status.error;
     return MX_FAIL;
   }
   return MX_SUCCESS;

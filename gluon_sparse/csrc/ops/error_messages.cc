@@ -1,50 +1,57 @@
 /*!
- * Clearing lib_api's error messages (a work-around for MXNet 1.9.1's lib_api.cc).
+ * The library's _msgSize/_msgGet: per-thread error messages, each handed to
+ * MXNet once (see error_messages.h for why not lib_api's).
  *
- * Every MX_ERROR_MSG an operator writes is appended to the singleton
- * MXerrorMsgs and never removed, and lib_api's _msgGet hands MXNet a fresh
- * `new std::string` copy of a message each time it is asked, never freed. Once
- * one error has been reported, every later call of this library's operators
- * leaks copies of all the messages so far (measured: ~1 KB a call after one
- * error, ~6 KB after four). gluon_sparse_clear_error_messages() empties the
- * list; call it only when no operator of this library can be running (after
- * mx.nd.waitall()), since MXNet reads the list right after a failing call.
+ * MXNet 1.9.1 (src/c_api/c_api.cc, getExtensionMsgs) calls _msgSize() and then
+ * _msgGet(i) for i < _msgSize() on the thread that has just called one of the
+ * library's functions (parse, infer, compute), after every such call. So the
+ * messages of a call are on that thread's list when MXNet asks; once the last
+ * one has been read the list is emptied, and the next error starts a new one.
+ * A message the library writes outside such a call (none does today) would be
+ * read, and dropped, after that thread's next call.
  *
- * MXerrorMsgs keeps its list private and has no method to clear it: the
- * pointer to that member is taken through an explicit template instantiation,
- * which C++ exempts from access checking ([temp.spec] / [temp.explicit]).
+ * lib_api.cc's own definitions of the two functions are compiled under other
+ * names (mxnet_lib_api.cc) so that MXNet finds these.
  */
+#include <memory>
 #include <sstream>
+#include <string>
 #include <vector>
 
-#include "mxnet/lib_api.h"
+#include "error_messages.h"
 
 namespace gluon_sparse {
 namespace {
 
-using Messages = std::vector<std::stringstream*> mxnet::ext::MXerrorMsgs::*;
-
-struct MessagesMember {
-  friend Messages messages_member(MessagesMember);
+struct ThreadMessages {
+  std::vector<std::unique_ptr<std::ostringstream>> pending;
+  std::string read;  // what the last _msgGet handed out; lives until the next one
 };
 
-template <Messages kMember>
-struct ExposeMessages {
-  friend Messages messages_member(MessagesMember) { return kMember; }
-};
-
-template struct ExposeMessages<&mxnet::ext::MXerrorMsgs::messages>;
+ThreadMessages& thread_messages() {
+  thread_local ThreadMessages messages;
+  return messages;
+}
 
 }  // namespace
+
+std::ostream& error_message(const char* file, int line) {
+  auto& pending = thread_messages().pending;
+  pending.push_back(std::make_unique<std::ostringstream>());
+  *pending.back() << file << "[" << line << "]: ";
+  return *pending.back();
+}
+
 }  // namespace gluon_sparse
 
-/*! \brief Drop every error message lib_api holds; returns how many there were. */
-extern "C" int gluon_sparse_clear_error_messages() {
-  using gluon_sparse::MessagesMember;
-  auto& messages =
-      mxnet::ext::MXerrorMsgs::get()->*messages_member(MessagesMember());
-  const int count = static_cast<int>(messages.size());
-  for (std::stringstream* message : messages) delete message;
-  messages.clear();
-  return count;
+MX_INT_RET _msgSize() {
+  return static_cast<int>(gluon_sparse::thread_messages().pending.size());
+}
+
+MX_VOID_RET _msgGet(int idx, const char** msg) {
+  auto& messages = gluon_sparse::thread_messages();
+  const int count = static_cast<int>(messages.pending.size());
+  messages.read = (idx >= 0 && idx < count) ? messages.pending[idx]->str() : std::string();
+  if (idx == count - 1) messages.pending.clear();  // all of this call's messages are read
+  *msg = messages.read.c_str();
 }

@@ -8,6 +8,7 @@
  * mismatched ABI.
  * The operators themselves register in their own source files.
  */
+#include "error_messages.h"
 #include "mxnet/lib_api.h"
 
 using namespace mxnet::ext;
@@ -18,7 +19,7 @@ using namespace mxnet::ext;
 
 MXReturnValue initialize(int version) {
   if (version != GLUON_SPARSE_MXNET_VERSION_CODE) {
-    MX_ERROR_MSG << "gluon-sparse's operator library was compiled against MXNet "
+    GS_ERROR_MSG << "gluon-sparse's operator library was compiled against MXNet "
                  << GLUON_SPARSE_MXNET_VERSION << " (" << GLUON_SPARSE_MXNET_VERSION_CODE
                  << ") but the running MXNet is version " << version
                  << ". Reinstall gluon-sparse against this MXNet: "

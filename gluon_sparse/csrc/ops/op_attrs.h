@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dmlc/strtonum.h"
+#include "error_messages.h"
 #include "mxnet/lib_api.h"
 
 namespace gluon_sparse {
@@ -48,7 +49,7 @@ inline bool parse_float(const char* op, const std::string& key, const std::strin
   char* end = nullptr;
   const float value = dmlc::strtof_check_range(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
-    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
+    GS_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
     return false;
   }
   *out = value;
@@ -66,7 +67,7 @@ inline bool parse_float_rounded(const char* op, const std::string& key, const st
   char* end = nullptr;
   const float value = std::strtof(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
-    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
+    GS_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
     return false;
   }
   *out = value;
@@ -100,7 +101,7 @@ inline bool parse_bool(const char* op, const std::string& key, const std::string
   } else if (text == "0" || text == "False" || text == "false") {
     *out = false;
   } else {
-    MX_ERROR_MSG << op << ": parameter " << key << "='" << text
+    GS_ERROR_MSG << op << ": parameter " << key << "='" << text
                  << "' is not a boolean (0/1 or True/False)";
     return false;
   }
@@ -114,7 +115,7 @@ inline bool parse_positive_int(const char* op, const std::string& key, const std
   char* end = nullptr;
   const long long value = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || value < 1) {
-    MX_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a positive integer";
+    GS_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a positive integer";
     return false;
   }
   *out = value;

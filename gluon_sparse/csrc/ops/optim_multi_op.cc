@@ -69,14 +69,14 @@ bool parse_multi_params(const RuleInfo& info, const ops::Attrs& attrs, MultiPara
     } else if (kv.first == "rescale_grad") {
       ok = ops::parse_float(op, kv.first, kv.second, &p->rescale_grad);
     } else {
-      MX_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
+      GS_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << parameter_list(info);
       return false;
     }
     if (!ok) return false;
   }
   if (p->num_weights <= 0 || p->num_weights > kMaxMultiWeights) {
-    MX_ERROR_MSG << op << ": parameter num_weights (1 to " << kMaxMultiWeights
+    GS_ERROR_MSG << op << ": parameter num_weights (1 to " << kMaxMultiWeights
                  << ") is required, got " << p->num_weights;
     return false;
   }
@@ -84,14 +84,14 @@ bool parse_multi_params(const RuleInfo& info, const ops::Attrs& attrs, MultiPara
   for (int s = 0; s < info.num_step; ++s) {
     if (!given[s]) {
       if (std::isnan(info.step_defaults[s])) {
-        MX_ERROR_MSG << op << ": parameter " << info.step_names[s] << " (one value per weight) "
+        GS_ERROR_MSG << op << ": parameter " << info.step_names[s] << " (one value per weight) "
                      << "is required";
         return false;
       }
       lists[s].assign(p->num_weights, info.step_defaults[s]);
     }
     if (static_cast<int64_t>(lists[s].size()) != p->num_weights) {
-      MX_ERROR_MSG << op << ": num_weights=" << p->num_weights << " but "
+      GS_ERROR_MSG << op << ": num_weights=" << p->num_weights << " but "
                    << info.step_names[s] << " holds " << lists[s].size() << " values";
       return false;
     }
@@ -99,7 +99,7 @@ bool parse_multi_params(const RuleInfo& info, const ops::Attrs& attrs, MultiPara
   }
   for (int i = 0; i < info.num_fixed; ++i) {
     if (std::isnan(info.fixed_defaults[i]) && std::isnan(p->fixed[i])) {
-      MX_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
+      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
       return false;
     }
   }
@@ -112,14 +112,14 @@ bool check_multi_args(const RuleInfo& info, const MultiParams& p,
   const int64_t per_weight = 2 + info.num_states;
   if (static_cast<int64_t>(inputs.size()) != per_weight * p.num_weights ||
       static_cast<int64_t>(outputs.size()) != p.num_weights) {
-    MX_ERROR_MSG << name << ": num_weights=" << p.num_weights << " needs "
+    GS_ERROR_MSG << name << ": num_weights=" << p.num_weights << " needs "
                  << per_weight * p.num_weights << " inputs and " << p.num_weights
                  << " outputs, got " << inputs.size() << " and " << outputs.size();
     return false;
   }
   for (int64_t w = 0; w < p.num_weights; ++w) {
     if (outputs[w].data_ptr != inputs[per_weight * w].data_ptr) {
-      MX_ERROR_MSG << name << " updates the weights in place: call it with out=[the weights]"
+      GS_ERROR_MSG << name << " updates the weights in place: call it with out=[the weights]"
                    << " (output " << w << " is not weight " << w << ")";
       return false;
     }
@@ -141,13 +141,13 @@ MXReturnValue infer_multi_type(const RuleInfo& info, std::vector<int>* in_types,
   const std::string name = multi_op_name(info);
   const int dtype = (*in_types)[0];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << name << ": weights must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << name << ": weights must be float32 or float64 (dtype code " << dtype
                  << "); train float16 weights with multi_precision=True";
     return MX_FAIL;
   }
   for (size_t i = 1; i < in_types->size(); ++i) {
     if ((*in_types)[i] != dtype) {
-      MX_ERROR_MSG << name << ": " << input_name(info, i) << " has dtype code " << (*in_types)[i]
+      GS_ERROR_MSG << name << ": " << input_name(info, i) << " has dtype code " << (*in_types)[i]
                    << " but weight 0 has " << dtype << "; every tensor must share one dtype";
       return MX_FAIL;
     }
@@ -165,7 +165,7 @@ MXReturnValue infer_multi_shape(const RuleInfo& info,
     const auto& weight = (*in_shapes)[per_weight * w];
     for (size_t i = per_weight * w + 1; i < per_weight * (w + 1); ++i) {
       if ((*in_shapes)[i] != weight) {
-        MX_ERROR_MSG << name << ": " << input_name(info, i) << " has shape "
+        GS_ERROR_MSG << name << ": " << input_name(info, i) << " has shape "
                      << ops::shape_str((*in_shapes)[i]) << " but the weight has shape "
                      << ops::shape_str(weight);
         return MX_FAIL;
@@ -180,7 +180,7 @@ MXReturnValue infer_multi_storage(const RuleInfo& info, std::vector<int>* in_sty
                                   std::vector<int>* out_stypes) {
   for (size_t i = 0; i < in_stypes->size(); ++i) {
     if ((*in_stypes)[i] != kDefaultStorage) {
-      MX_ERROR_MSG << multi_op_name(info) << ": " << input_name(info, i)
+      GS_ERROR_MSG << multi_op_name(info) << ": " << input_name(info, i)
                    << " must be dense (default storage); a row_sparse gradient goes to "
                    << op_name(info, OpKind::kEager);
       return MX_FAIL;

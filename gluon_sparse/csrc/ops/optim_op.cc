@@ -77,7 +77,7 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
     } else if (kind == OpKind::kDeferredUpdate && kv.first == "catch_up") {
       ok = ops::parse_bool(op, kv.first, kv.second, &p->catch_up);
     } else {
-      MX_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
+      GS_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << parameter_list(info, kind);
       return false;
     }
@@ -86,19 +86,19 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
   if (kind != OpKind::kFlush) {
     for (int i = 0; i < info.num_step; ++i) {
       if (std::isnan(info.step_defaults[i]) && std::isnan(p->step_scalars[i])) {
-        MX_ERROR_MSG << op << ": parameter " << info.step_names[i] << " is required";
+        GS_ERROR_MSG << op << ": parameter " << info.step_names[i] << " is required";
         return false;
       }
     }
   }
   for (int i = 0; i < info.num_fixed; ++i) {
     if (std::isnan(info.fixed_defaults[i]) && std::isnan(p->fixed[i])) {
-      MX_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
+      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
       return false;
     }
   }
   if (kind != OpKind::kEager && p->step < 1) {
-    MX_ERROR_MSG << op << ": parameter step (the 1-based update count) is required";
+    GS_ERROR_MSG << op << ": parameter step (the 1-based update count) is required";
     return false;
   }
   return true;
@@ -135,7 +135,7 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
   const std::string name = op_name(info, kind);
   const Layout l = layout(info, kind);
   if (static_cast<int>(inputs.size()) != l.count || outputs.size() != 1) {
-    MX_ERROR_MSG << name << ": expects " << l.count << " inputs and 1 output, got "
+    GS_ERROR_MSG << name << ": expects " << l.count << " inputs and 1 output, got "
                  << inputs.size() << " and " << outputs.size();
     return false;
   }
@@ -143,14 +143,14 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
   for (int i = 0; i < l.count; ++i) {
     if (inputs[i].ctx.dev_type != weight.ctx.dev_type ||
         inputs[i].ctx.dev_id != weight.ctx.dev_id) {
-      MX_ERROR_MSG << name << ": " << input_name(info, l, i) << " is on " << inputs[i].ctx.dev_type
+      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " is on " << inputs[i].ctx.dev_type
                    << "(" << inputs[i].ctx.dev_id << ") but weight is on " << weight.ctx.dev_type
                    << "(" << weight.ctx.dev_id << ")";
       return false;
     }
   }
   if (outputs[0].data_ptr != weight.data_ptr) {
-    MX_ERROR_MSG << name << " updates the weight in place: call it with out=weight";
+    GS_ERROR_MSG << name << " updates the weight in place: call it with out=weight";
     return false;
   }
   a->gpu = weight.ctx.dev_type == "gpu";
@@ -170,7 +170,7 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
     a->history = static_cast<float*>(inputs[l.history].data_ptr);
     a->capacity = inputs[l.history].shape[0];
     if (p.step >= a->capacity) {
-      MX_ERROR_MSG << name << ": step " << p.step << " does not fit a history of " << a->capacity
+      GS_ERROR_MSG << name << ": step " << p.step << " does not fit a history of " << a->capacity
                    << " records (records 0.." << a->capacity - 1 << "); grow the history first";
       return false;
     }
@@ -182,7 +182,7 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
     const MXSparse* grad = reinterpret_cast<const MXSparse*>(inputs[l.grad].data_ptr);
     if (grad->indices_len < 0 || grad->indices_len > a->num_rows ||
         grad->data_len != grad->indices_len * a->cols) {
-      MX_ERROR_MSG << name << ": grad stores " << grad->indices_len << " row indices and "
+      GS_ERROR_MSG << name << ": grad stores " << grad->indices_len << " row indices and "
                    << grad->data_len << " values, inconsistent with a weight of " << a->num_rows
                    << " rows of " << a->cols << " values";
       return false;
@@ -193,7 +193,7 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
     if (!a->gpu) {  // the GPU kernels validate on the device
       const int64_t bad = ops::first_invalid_index(a->indices, a->nnz, a->num_rows);
       if (bad < a->nnz) {
-        MX_ERROR_MSG << name << ": "
+        GS_ERROR_MSG << name << ": "
                      << invalid_row_index_message(bad, a->indices[bad],
                                                   bad > 0 ? a->indices[bad - 1] : 0, a->num_rows);
         return false;
@@ -206,11 +206,11 @@ bool collect_args(const RuleInfo& info, OpKind kind, const Params& p,
 bool report_stale_row(const RuleInfo& info, int64_t row, int64_t row_step, int64_t step) {
   const std::string name = op_name(info, OpKind::kDeferredUpdate);
   if (row_step >= step || row_step < 0) {
-    MX_ERROR_MSG << name << ": row " << row << " is at step " << row_step
+    GS_ERROR_MSG << name << ": row " << row << " is at step " << row_step
                  << ", which is not before this update's step " << step
                  << " (was an update applied twice, or the state replaced?)";
   } else {
-    MX_ERROR_MSG << name << ": row " << row << " of the weight is at step " << row_step
+    GS_ERROR_MSG << name << ": row " << row << " of the weight is at step " << row_step
                  << " but update " << step << " has a gradient for it: a forward pass read the "
                  << "row without bringing it up to date (only gluon_sparse's sparse blocks do "
                  << "that), so its gradient comes from stale weights. Train with "
@@ -220,7 +220,7 @@ bool report_stale_row(const RuleInfo& info, int64_t row, int64_t row_step, int64
 }
 
 bool report_invalid_last_step(const RuleInfo& info, int64_t row, int64_t row_step, int64_t step) {
-  MX_ERROR_MSG << op_name(info, OpKind::kFlush) << ": row " << row << " is at step " << row_step
+  GS_ERROR_MSG << op_name(info, OpKind::kFlush) << ": row " << row << " is at step " << row_step
                << ", outside [0, " << step << "] (the state does not belong to these weights?)";
   return false;
 }
@@ -242,26 +242,26 @@ MXReturnValue infer_type(const RuleInfo& info, OpKind kind, std::vector<int>* in
   const Layout l = layout(info, kind);
   const int dtype = (*in_types)[l.weight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    MX_ERROR_MSG << name << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << name << ": weight must be float32 or float64 (dtype code " << dtype
                  << "); train float16 weights with multi_precision=True";
     return MX_FAIL;
   }
   for (int i = 0; i < l.count; ++i) {
     if (i == l.weight || i == l.last_step || i == l.history) continue;
     if ((*in_types)[i] != dtype) {
-      MX_ERROR_MSG << name << ": " << input_name(info, l, i) << " has dtype code "
+      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " has dtype code "
                    << (*in_types)[i] << " but weight has " << dtype
                    << "; they must share one dtype";
       return MX_FAIL;
     }
   }
   if (l.last_step >= 0 && (*in_types)[l.last_step] != kInt64) {
-    MX_ERROR_MSG << name << ": last_step must be int64 (dtype code " << (*in_types)[l.last_step]
+    GS_ERROR_MSG << name << ": last_step must be int64 (dtype code " << (*in_types)[l.last_step]
                  << ")";
     return MX_FAIL;
   }
   if (l.history >= 0 && (*in_types)[l.history] != kFloat32) {
-    MX_ERROR_MSG << name << ": history must be float32 (dtype code " << (*in_types)[l.history]
+    GS_ERROR_MSG << name << ": history must be float32 (dtype code " << (*in_types)[l.history]
                  << ")";
     return MX_FAIL;
   }
@@ -276,13 +276,13 @@ MXReturnValue infer_shape(const RuleInfo& info, OpKind kind,
   const Layout l = layout(info, kind);
   const auto& weight = (*in_shapes)[l.weight];
   if (weight.empty()) {
-    MX_ERROR_MSG << name << ": weight must have at least one dimension (its rows)";
+    GS_ERROR_MSG << name << ": weight must have at least one dimension (its rows)";
     return MX_FAIL;
   }
   for (int i = 0; i < l.count; ++i) {
     if (i == l.weight || i == l.last_step || i == l.history) continue;
     if ((*in_shapes)[i] != weight) {
-      MX_ERROR_MSG << name << ": " << input_name(info, l, i) << " has shape "
+      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " has shape "
                    << ops::shape_str((*in_shapes)[i]) << " but weight has shape "
                    << ops::shape_str(weight);
       return MX_FAIL;
@@ -291,14 +291,14 @@ MXReturnValue infer_shape(const RuleInfo& info, OpKind kind,
   if (l.last_step >= 0) {
     const auto& last_step = (*in_shapes)[l.last_step];
     if (last_step.size() != 1 || last_step[0] != weight[0]) {
-      MX_ERROR_MSG << name << ": last_step must have shape (" << weight[0] << ",), one step per "
+      GS_ERROR_MSG << name << ": last_step must have shape (" << weight[0] << ",), one step per "
                    << "weight row, but has shape " << ops::shape_str(last_step);
       return MX_FAIL;
     }
     const auto& history = (*in_shapes)[l.history];
     if (history.size() != 2 || history[1] != static_cast<unsigned>(info.num_step) ||
         history[0] < 2) {
-      MX_ERROR_MSG << name << ": history must have shape (capacity, " << info.num_step
+      GS_ERROR_MSG << name << ": history must have shape (capacity, " << info.num_step
                    << ") with capacity >= 2, but has shape " << ops::shape_str(history);
       return MX_FAIL;
     }
@@ -314,12 +314,12 @@ MXReturnValue infer_storage(const RuleInfo& info, OpKind kind, std::vector<int>*
   for (int i = 0; i < l.count; ++i) {
     if (i == l.grad) continue;
     if ((*in_stypes)[i] != kDefaultStorage) {
-      MX_ERROR_MSG << name << ": " << input_name(info, l, i) << " must be dense (default storage)";
+      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " must be dense (default storage)";
       return MX_FAIL;
     }
   }
   if (l.grad >= 0 && (*in_stypes)[l.grad] != kRowSparseStorage) {
-    MX_ERROR_MSG << name << ": grad must be row_sparse (a dense gradient touches every row: use "
+    GS_ERROR_MSG << name << ": grad must be row_sparse (a dense gradient touches every row: use "
                  << "MXNet's own update for it)";
     return MX_FAIL;
   }

@@ -41,11 +41,11 @@ inline bool check_indices_gpu(const std::string& op, const Args& a,
       a.indices, a.nnz, a.num_rows, res.alloc_gpu(sizeof(unsigned long long)), stream, &bad,
       &value, &previous);
   if (!status.ok()) {
-    MX_ERROR_MSG << op << ": CUDA error while checking the gradient rows: " << status.error;
+    GS_ERROR_MSG << op << ": CUDA error while checking the gradient rows: " << status.error;
     return false;
   }
   if (bad < a.nnz) {
-    MX_ERROR_MSG << op << ": " << invalid_row_index_message(bad, value, previous, a.num_rows);
+    GS_ERROR_MSG << op << ": " << invalid_row_index_message(bad, value, previous, a.num_rows);
     return false;
   }
   return true;
@@ -67,7 +67,7 @@ bool deferred_update_gpu(const RuleInfo& info, const Params& p, const Args& a,
                                                    res.alloc_gpu(sizeof(unsigned long long)),
                                                    stream, &bad, &row, &row_step);
     if (!status.ok()) {
-      MX_ERROR_MSG << op << ": CUDA error while checking the gradient rows: " << status.error;
+      GS_ERROR_MSG << op << ": CUDA error while checking the gradient rows: " << status.error;
       return false;
     }
     if (bad < a.nnz) return report_stale_row(info, row, row_step, p.step);
@@ -76,7 +76,7 @@ bool deferred_update_gpu(const RuleInfo& info, const Params& p, const Args& a,
       rows, floats(p.step_scalars, Rule::kNumStep), fixed, p.rescale_grad,
       static_cast<const T*>(a.grad), a.indices, a.nnz, p.step, stream);
   if (!status.ok()) {
-    MX_ERROR_MSG << op << ": CUDA error: " << status.error;
+    GS_ERROR_MSG << op << ": CUDA error: " << status.error;
     return false;
   }
   return true;
@@ -95,7 +95,7 @@ bool flush_gpu(const RuleInfo& info, const Params& p, const Args& a,
                                             nullptr, a.num_rows, p.step, stream);
   }
   if (!status.ok()) {
-    MX_ERROR_MSG << op_name(info, OpKind::kFlush) << ": CUDA error: " << status.error;
+    GS_ERROR_MSG << op_name(info, OpKind::kFlush) << ": CUDA error: " << status.error;
     return false;
   }
   return true;
@@ -126,7 +126,7 @@ struct GpuOps {
                                          static_cast<const T*>(a.grad), a.indices, a.nnz, stream);
     });
     if (!status.ok()) {
-      MX_ERROR_MSG << op << ": CUDA error: " << status.error;
+      GS_ERROR_MSG << op << ": CUDA error: " << status.error;
       return mxnet::ext::MX_FAIL;
     }
     return mxnet::ext::MX_SUCCESS;

@@ -50,7 +50,7 @@ bool parse_squared(const ops::Attrs& attrs, bool* squared) {
 
 bool check_float_type(const MXTensor& t, const char* what) {
   if (t.dtype == kFloat32 || t.dtype == kFloat64) return true;
-  MX_ERROR_MSG << "gluon_sparse_dot: " << what << " must be float32 or float64 (dtype code "
+  GS_ERROR_MSG << "gluon_sparse_dot: " << what << " must be float32 or float64 (dtype code "
                << t.dtype << ")";
   return false;
 }
@@ -73,12 +73,12 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
   const int data = (*in_types)[0], weight = (*in_types)[1];
   const int known = weight != -1 ? weight : data;
   if (known != -1 && known != kFloat32 && known != kFloat64) {
-    MX_ERROR_MSG << "gluon_sparse_dot: data and weight must be float32 or float64 (dtype code "
+    GS_ERROR_MSG << "gluon_sparse_dot: data and weight must be float32 or float64 (dtype code "
                  << known << ")";
     return MX_FAIL;
   }
   if (data != -1 && weight != -1 && data != weight) {
-    MX_ERROR_MSG << "gluon_sparse_dot: data (dtype code " << data << ") and weight (dtype code "
+    GS_ERROR_MSG << "gluon_sparse_dot: data (dtype code " << data << ") and weight (dtype code "
                  << weight << ") must have the same dtype";
     return MX_FAIL;
   }
@@ -92,7 +92,7 @@ MXReturnValue InferSType(const std::unordered_map<std::string, std::string>& att
   if (in_stypes->size() == 2) {  // forward: (data, weight) -> out
     const int data = (*in_stypes)[0];
     if (data != kCSRStorage && data != kDefaultStorage) {
-      MX_ERROR_MSG << "gluon_sparse_dot: data must be CSR or dense, not row_sparse";
+      GS_ERROR_MSG << "gluon_sparse_dot: data must be CSR or dense, not row_sparse";
       return MX_FAIL;
     }
     (*in_stypes)[1] = kDefaultStorage;
@@ -118,7 +118,7 @@ MXReturnValue InferShape(const std::unordered_map<std::string, std::string>& att
   std::vector<unsigned int>& data = (*in_shapes)[0];
   std::vector<unsigned int>& weight = (*in_shapes)[1];
   if (data.size() != 2 || weight.size() != 2) {
-    MX_ERROR_MSG << "gluon_sparse_dot: data (batch, in_units) and weight (in_units, units) must "
+    GS_ERROR_MSG << "gluon_sparse_dot: data (batch, in_units) and weight (in_units, units) must "
                  << "both be 2-D, got " << data.size() << "-D data and " << weight.size()
                  << "-D weight";
     return MX_FAIL;
@@ -126,7 +126,7 @@ MXReturnValue InferShape(const std::unordered_map<std::string, std::string>& att
   // Deferred initialisation: a weight whose in_units is still unknown takes the data's.
   if (!DimKnown(weight[0]) && DimKnown(data[1])) weight[0] = data[1];
   if (DimKnown(weight[0]) && DimKnown(data[1]) && weight[0] != data[1]) {
-    MX_ERROR_MSG << "gluon_sparse_dot: data has " << data[1] << " columns but weight has "
+    GS_ERROR_MSG << "gluon_sparse_dot: data has " << data[1] << " columns but weight has "
                  << weight[0] << " rows (shapes (" << data[0] << ", " << data[1] << ") and ("
                  << weight[0] << ", " << weight[1] << "))";
     return MX_FAIL;

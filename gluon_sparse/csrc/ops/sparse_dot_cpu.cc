@@ -38,18 +38,18 @@ struct CsrView {
 bool ValidateCsr(const int64_t* indptr, int64_t indptr_len, const int64_t* cols, int64_t nnz,
                  int64_t batch, int64_t in_units) {
   if (indptr_len != batch + 1) {
-    MX_ERROR_MSG << "gluon_sparse_dot: the CSR data has " << batch << " rows but its indptr "
+    GS_ERROR_MSG << "gluon_sparse_dot: the CSR data has " << batch << " rows but its indptr "
                  << "holds " << indptr_len << " entries (expected " << batch + 1 << ")";
     return false;
   }
   if (indptr[0] != 0 || indptr[batch] != nnz) {
-    MX_ERROR_MSG << "gluon_sparse_dot: the CSR indptr must run from 0 to nnz=" << nnz
+    GS_ERROR_MSG << "gluon_sparse_dot: the CSR indptr must run from 0 to nnz=" << nnz
                  << " but runs from " << indptr[0] << " to " << indptr[batch];
     return false;
   }
   for (int64_t r = 0; r < batch; ++r) {
     if (indptr[r + 1] < indptr[r]) {
-      MX_ERROR_MSG << "gluon_sparse_dot: the CSR indptr decreases at row " << r << " ("
+      GS_ERROR_MSG << "gluon_sparse_dot: the CSR indptr decreases at row " << r << " ("
                    << indptr[r] << " then " << indptr[r + 1] << ")";
       return false;
     }
@@ -57,7 +57,7 @@ bool ValidateCsr(const int64_t* indptr, int64_t indptr_len, const int64_t* cols,
   for (int64_t k = 0; k < nnz; ++k) {
     if (cols[k] < 0 || cols[k] >= in_units) {
       auto row = std::upper_bound(indptr, indptr + batch + 1, k) - indptr - 1;
-      MX_ERROR_MSG << "gluon_sparse_dot: CSR column index " << cols[k] << " (row " << row
+      GS_ERROR_MSG << "gluon_sparse_dot: CSR column index " << cols[k] << " (row " << row
                    << ", entry " << k << ") is outside [0, " << in_units << ")";
       return false;
     }
@@ -211,7 +211,7 @@ MXReturnValue ForwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
   std::string deferred_error;
   if (!gluon_sparse::deferred::refresh_rows_cpu(weight.data_ptr, weight.dtype, x.cols, x.nnz,
                                                 &deferred_error)) {
-    MX_ERROR_MSG << "gluon_sparse_dot: " << deferred_error;
+    GS_ERROR_MSG << "gluon_sparse_dot: " << deferred_error;
     return MX_FAIL;
   }
   ForwardCpu(x, weight.data<T>(), units, squared, (*outputs)[0].data<T>());
@@ -231,7 +231,7 @@ MXReturnValue BackwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
   GroupByColumn(x, &order, &starts);
   const int64_t num_rows = static_cast<int64_t>(starts.size()) - 1;
   if (num_rows > std::numeric_limits<int>::max()) {
-    MX_ERROR_MSG << "gluon_sparse_dot: a batch with " << num_rows << " distinct columns exceeds "
+    GS_ERROR_MSG << "gluon_sparse_dot: a batch with " << num_rows << " distinct columns exceeds "
                  << "what MXNet's sparse allocator accepts (2^31 - 1)";
     return MX_FAIL;
   }

@@ -18,7 +18,7 @@ namespace dot {
 namespace {
 
 MXReturnValue FailCuda(const std::string& message) {
-  MX_ERROR_MSG << "gluon_sparse_dot (GPU): " << message;
+  GS_ERROR_MSG << "gluon_sparse_dot (GPU): " << message;
   return MX_FAIL;
 }
 

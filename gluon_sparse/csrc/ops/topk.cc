@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "error_messages.h"
 #include "mxnet/lib_api.h"
 #include "omp_threads.h"
 
@@ -94,12 +95,12 @@ MXReturnValue Compute(int64_t offset, std::vector<MXTensor>* inputs,
   const int64_t* pid = (*inputs)[2].data<int64_t>();
   // A label id beyond int64 would wrap: refuse rather than corrupt the order.
   if (offset > std::numeric_limits<int64_t>::max() - n) {
-    MX_ERROR_MSG << "gluon_sparse_topk: offset " << offset << " + " << n << " columns overflows";
+    GS_ERROR_MSG << "gluon_sparse_topk: offset " << offset << " + " << n << " columns overflows";
     return MX_FAIL;
   }
   for (int64_t i = 0; i < rows * k; ++i) {
     if (pid[i] < -1) {
-      MX_ERROR_MSG << "gluon_sparse_topk: prev_id[" << i / k << ", " << i % k << "] = " << pid[i]
+      GS_ERROR_MSG << "gluon_sparse_topk: prev_id[" << i / k << ", " << i % k << "] = " << pid[i]
                    << " is not a label id (>= 0) or -1 (empty slot)";
       return MX_FAIL;
     }
@@ -127,7 +128,7 @@ bool ParseOffset(const std::unordered_map<std::string, std::string>& attrs, int6
     if (used != it->second.size() || v < 0) throw std::invalid_argument("offset");
     *offset = v;
   } catch (const std::exception&) {
-    MX_ERROR_MSG << "gluon_sparse_topk: attribute offset must be an integer >= 0, got '"
+    GS_ERROR_MSG << "gluon_sparse_topk: attribute offset must be an integer >= 0, got '"
                  << it->second << "'";
     return false;
   }
@@ -156,17 +157,17 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
                         std::vector<int>* in_types, std::vector<int>* out_types) {
   const int scores = (*in_types)[0], prev = (*in_types)[1], ids = (*in_types)[2];
   if (scores != kFloat32 && scores != kFloat64) {
-    MX_ERROR_MSG << "gluon_sparse_topk: scores must be float32 or float64 (dtype code " << scores
+    GS_ERROR_MSG << "gluon_sparse_topk: scores must be float32 or float64 (dtype code " << scores
                  << ")";
     return MX_FAIL;
   }
   if (prev != scores) {
-    MX_ERROR_MSG << "gluon_sparse_topk: prev_score (dtype code " << prev << ") must have the "
+    GS_ERROR_MSG << "gluon_sparse_topk: prev_score (dtype code " << prev << ") must have the "
                  << "dtype of scores (dtype code " << scores << ")";
     return MX_FAIL;
   }
   if (ids != kInt64) {
-    MX_ERROR_MSG << "gluon_sparse_topk: prev_id must be int64 (dtype code " << ids << ")";
+    GS_ERROR_MSG << "gluon_sparse_topk: prev_id must be int64 (dtype code " << ids << ")";
     return MX_FAIL;
   }
   (*out_types)[0] = scores;
@@ -181,12 +182,12 @@ MXReturnValue InferShape(const std::unordered_map<std::string, std::string>& att
   const auto& prev = (*in_shapes)[1];
   const auto& ids = (*in_shapes)[2];
   if (scores.size() != 2 || prev.size() != 2 || ids.size() != 2) {
-    MX_ERROR_MSG << "gluon_sparse_topk: scores (rows, n), prev_score and prev_id (rows, k) must "
+    GS_ERROR_MSG << "gluon_sparse_topk: scores (rows, n), prev_score and prev_id (rows, k) must "
                  << "be 2-D";
     return MX_FAIL;
   }
   if (prev != ids || prev[0] != scores[0] || prev[1] == 0) {
-    MX_ERROR_MSG << "gluon_sparse_topk: prev_score (" << prev[0] << ", " << prev[1]
+    GS_ERROR_MSG << "gluon_sparse_topk: prev_score (" << prev[0] << ", " << prev[1]
                  << ") and prev_id (" << ids[0] << ", " << ids[1] << ") must both be (rows, k) "
                  << "with k >= 1 and rows = " << scores[0] << " (the rows of scores)";
     return MX_FAIL;
