@@ -12,11 +12,15 @@ one of the ``in_units`` rows in its backward, so a step at 10^7 features costs
 ~25x more than at 10^5 (benchmarks/bench_scale.py); it is used only where the
 operator cannot serve: a dense weight gradient (``weight_grad_stype='default'``).
 """
+import functools
+import weakref
+
 import mxnet as mx
 import numpy as np
 from mxnet.gluon import HybridBlock, nn
 
 from .. import _native
+from . import _grad_req_guard
 
 __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
 
@@ -30,6 +34,17 @@ def _empty_rows(columns, like):
     return mx.nd.array(np.zeros((0, columns), dtype=like.dtype), ctx=like.context)
 
 
+def _refuse_add_in_parent_graph(layer, param, req):
+    layer = layer()
+    if (req == "add" and layer is not None and layer._in_parent_graph
+            and any(p is param for p in layer._written_by_operator())):
+        raise ValueError(
+            "%s: %s.grad_req cannot become 'add' while a hybridized parent's graph holds this "
+            "block: gluon_sparse_dot writes that gradient there and would overwrite what should "
+            "add up. Call the parent's hybridize() first (the graph is rebuilt at its next call), "
+            "then set grad_req" % (layer.name, param.name))
+
+
 class _SparseInputBlock(HybridBlock):
     """Shared input handling of the blocks whose input is a (batch, in_units) matrix.
 
@@ -41,9 +56,28 @@ class _SparseInputBlock(HybridBlock):
     """
 
     _row_params = ()
+    _in_parent_graph = False  # traced into a hybridized parent's graph, still cached there
 
     def _feature_params(self):
         return [getattr(self, name) for name in self._row_params]
+
+    def _written_by_operator(self):
+        """The parameters whose gradient gluon_sparse_dot writes in the last traced graph."""
+        return [p for p in self._feature_params() if p._grad_stype == "row_sparse"]
+
+    def _clear_cached_op(self):
+        # Also reached through a parent's hybridize(), which drops the parent's graph.
+        super()._clear_cached_op()
+        self._in_parent_graph = False
+
+    def _watch_grad_reqs(self):
+        """A hybridized parent's graph keeps this block's trace and never calls it again:
+        refuse grad_req='add' for the gradients gluon_sparse_dot writes there
+        (_grad_req_guard), instead of letting the graph overwrite them."""
+        self._in_parent_graph = True
+        layer = weakref.ref(self)
+        for param in self.collect_params().values():
+            _grad_req_guard.watch(param, functools.partial(_refuse_add_in_parent_graph, layer))
 
     @property
     def in_units(self):
@@ -92,6 +126,8 @@ class _SparseInputBlock(HybridBlock):
         self._check_grad_req()
 
     def forward(self, x, *args):
+        if isinstance(x, mx.sym.Symbol):
+            self._watch_grad_reqs()
         if isinstance(x, mx.nd.NDArray):
             self._check_input(x)
             if self.in_units == 0:
@@ -163,6 +199,15 @@ class FullyConnectedSparse(_SparseInputBlock):
     (see :mod:`gluon_sparse.distributed`). ``grad_req='add'`` is refused for a
     ``row_sparse`` weight gradient, as by MXNet's own sparse dot.
 
+    The bias is added inside the same operator (``with_bias``) when its gradient
+    is written (``grad_req='write'``, the default), with the arithmetic of
+    MXNet's ``broadcast_add``, so results are bitwise those of a separate add;
+    with ``'add'`` or ``'null'`` MXNet adds it. A change of ``bias.grad_req``
+    is seen at the block's next call. A hybridized parent, though, reuses the
+    graph it traced and does not call the block again: there a change to
+    ``'add'`` raises ``ValueError`` until the parent's ``hybridize()`` has been
+    called (which rebuilds the graph), rather than being silently overwritten.
+
     Examples
     --------
     >>> import mxnet as mx
@@ -194,11 +239,35 @@ class FullyConnectedSparse(_SparseInputBlock):
             else:
                 self.bias = None
             self.act = nn.Activation(activation, prefix=activation + "_") if activation else None
+        self._traced_fused_bias = None  # whether the last traced graph has the fused bias
+
+    def _fuses_bias(self):
+        # The bias goes into gluon_sparse_dot (one operator instead of the add and
+        # its backward) only where its gradient is written: lib_api does not tell
+        # an operator to add to its output (_check_grad_req), and a frozen bias
+        # ('null') has no gradient array to write.
+        return (self.bias is not None and self.weight._grad_stype == "row_sparse"
+                and self.bias.grad_req == "write")
+
+    def forward(self, x, *args):
+        if (isinstance(x, mx.nd.NDArray) and self._cached_graph
+                and self._traced_fused_bias != self._fuses_bias()):
+            self._clear_cached_op()  # bias.grad_req changed since the graph was traced
+        return super().forward(x, *args)
+
+    def _written_by_operator(self):
+        written = super()._written_by_operator()
+        return written + [self.bias] if self._traced_fused_bias else written
 
     def hybrid_forward(self, F, x, weight, bias=None):
+        self._traced_fused_bias = self._fuses_bias()
         if self.weight._grad_stype == "row_sparse":
             self._check_grad_req()  # at trace time too: a hybridized child skips forward()
-            out = F.gluon_sparse_dot(x, weight)
+            if self._traced_fused_bias:
+                out = F.gluon_sparse_dot(x, weight, bias, with_bias=True)
+                bias = None
+            else:
+                out = F.gluon_sparse_dot(x, weight)
         else:
             # A dense gradient is what MXNet's dot produces natively.
             out = F.sparse.dot(x, weight)

@@ -11,15 +11,22 @@
  *
  * Inputs:  data   (batch, in_units)  CSR (or dense, scanned for non-zeros)
  *          weight (in_units, units)  dense
+ *          bias   (units,)           dense, only with `with_bias`
  * Output:  out    (batch, units)     dense
  * Gradient (generated `_backward_gluon_sparse_dot`): weight -> row_sparse with
  * the batch's distinct columns as rows, sorted; data -> an empty (all-zero)
  * row_sparse array: like MXNet's sparse.dot, the op does not differentiate
- * with respect to its sparse operand.
+ * with respect to its sparse operand; bias -> dense, the column sums of ograd.
  *
  * Attribute `squared` ("0"/"1", default "0"): compute
  * dot(data * data, weight * weight) instead, the sum_i x_i^2 v_if^2 term of a
  * factorization machine, without squaring the whole weight every step.
+ *
+ * Attribute `with_bias` ("0"/"1", default "0"): out = dot(data, weight) + bias,
+ * bitwise what MXNet's broadcast_add after the product gives, gradient
+ * included (column_sum.h). One operator instead of three in a training step
+ * (the add, and its backward, which copies ograd and sums it with MXNet's
+ * sequential reduction: ~4 ms a step for a 256 x 1024 layer on 2 cores).
  *
  * Files: this one (attributes, registration), sparse_dot_cpu.cc and
  * sparse_dot_gpu.cc (compute), sparse_dot.cu (CUDA kernels).
@@ -39,13 +46,19 @@ using namespace mxnet::ext;
 namespace gluon_sparse {
 namespace dot {
 
-bool parse_squared(const ops::Attrs& attrs, bool* squared) {
-  auto it = attrs.find("squared");
-  if (it == attrs.end()) {
-    *squared = false;
-    return true;
+bool parse_options(const ops::Attrs& attrs, Options* options) {
+  *options = Options();
+  for (const auto& attr : attrs) {
+    if (attr.first == "squared" &&
+        !ops::parse_bool(kOpName, "squared", attr.second, &options->squared)) {
+      return false;
+    }
+    if (attr.first == "with_bias" &&
+        !ops::parse_bool(kOpName, "with_bias", attr.second, &options->with_bias)) {
+      return false;
+    }
   }
-  return ops::parse_bool(kOpName, "squared", it->second, squared);
+  return true;
 }
 
 bool check_float_type(const MXTensor& t, const char* what) {
@@ -61,9 +74,9 @@ namespace {
 
 MXReturnValue ParseAttrs(const std::unordered_map<std::string, std::string>& attrs,
                          int* num_in, int* num_out) {
-  bool squared;
-  if (!parse_squared(attrs, &squared)) return MX_FAIL;
-  *num_in = 2;
+  Options options;
+  if (!parse_options(attrs, &options)) return MX_FAIL;
+  *num_in = options.with_bias ? 3 : 2;
   *num_out = 1;
   return MX_SUCCESS;
 }
@@ -82,6 +95,15 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
                  << weight << ") must have the same dtype";
     return MX_FAIL;
   }
+  if (in_types->size() == 3) {  // with_bias
+    const int bias = (*in_types)[2];
+    if (bias != -1 && known != -1 && bias != known) {
+      GS_ERROR_MSG << "gluon_sparse_dot: bias (dtype code " << bias << ") must have the "
+                   << "weight's dtype (dtype code " << known << ")";
+      return MX_FAIL;
+    }
+    (*in_types)[2] = known;
+  }
   (*in_types)[0] = (*in_types)[1] = known;
   (*out_types)[0] = known;
   return MX_SUCCESS;
@@ -89,24 +111,27 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
 
 MXReturnValue InferSType(const std::unordered_map<std::string, std::string>& attrs,
                          std::vector<int>* in_stypes, std::vector<int>* out_stypes) {
-  if (in_stypes->size() == 2) {  // forward: (data, weight) -> out
+  Options options;
+  if (!parse_options(attrs, &options)) return MX_FAIL;
+  if (out_stypes->size() == 1) {  // forward: (data, weight[, bias]) -> out
     const int data = (*in_stypes)[0];
     if (data != kCSRStorage && data != kDefaultStorage) {
       GS_ERROR_MSG << "gluon_sparse_dot: data must be CSR or dense, not row_sparse";
       return MX_FAIL;
     }
-    (*in_stypes)[1] = kDefaultStorage;
+    for (size_t i = 1; i < in_stypes->size(); ++i) (*in_stypes)[i] = kDefaultStorage;
     (*out_stypes)[0] = kDefaultStorage;
     return MX_SUCCESS;
   }
-  // backward: (ograd, data, weight, out) -> (data grad, weight grad). The data
-  // gradient is never computed and left as an empty row_sparse array (all
-  // zeros). Sparse, so MXNet allocates no dense (batch, in_units) array for
-  // it; row_sparse rather than CSR, so that a graph using the same batch in
-  // several products (the factorization machine) sums these with add_n's
-  // row_sparse kernel instead of a storage fallback to dense.
-  (*out_stypes)[0] = kRowSparseStorage;
-  (*out_stypes)[1] = kRowSparseStorage;
+  // backward: (ograd, data, weight[, bias], out) -> (data grad, weight grad[,
+  // bias grad]). The data gradient is never computed and left as an empty
+  // row_sparse array (all zeros). Sparse, so MXNet allocates no dense (batch,
+  // in_units) array for it; row_sparse rather than CSR, so that a graph using
+  // the same batch in several products (the factorization machine) sums these
+  // with add_n's row_sparse kernel instead of a storage fallback to dense.
+  (*out_stypes)[kDataGrad] = kRowSparseStorage;
+  (*out_stypes)[kWeightGrad] = kRowSparseStorage;
+  if (out_stypes->size() > kBiasGrad) (*out_stypes)[kBiasGrad] = kDefaultStorage;
   return MX_SUCCESS;
 }
 
@@ -130,6 +155,18 @@ MXReturnValue InferShape(const std::unordered_map<std::string, std::string>& att
                  << weight[0] << " rows (shapes (" << data[0] << ", " << data[1] << ") and ("
                  << weight[0] << ", " << weight[1] << "))";
     return MX_FAIL;
+  }
+  if (in_shapes->size() == 3) {  // with_bias
+    std::vector<unsigned int>& bias = (*in_shapes)[2];
+    if (bias.empty() && DimKnown(weight[1])) bias = {weight[1]};
+    if (bias.size() != 1 || (DimKnown(weight[1]) && DimKnown(bias[0]) && bias[0] != weight[1])) {
+      GS_ERROR_MSG << "gluon_sparse_dot: bias must have shape (" << weight[1] << ",), one value "
+                   << "per column of weight (" << weight[0] << ", " << weight[1] << "), got a "
+                   << bias.size() << "-D bias" << (bias.empty() ? "" : " of length ")
+                   << (bias.empty() ? "" : std::to_string(bias[0]));
+      return MX_FAIL;
+    }
+    if (!DimKnown(weight[1]) && DimKnown(bias[0])) weight[1] = bias[0];
   }
   (*out_shapes)[0] = {data[0], weight[1]};
   return MX_SUCCESS;

@@ -20,6 +20,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "column_sum.h"
 #include "sparse_dot.h"
 
 namespace gluon_sparse {
@@ -128,7 +129,7 @@ std::string Validate(const int64_t* indptr, const int64_t* cols, int64_t batch, 
 template <typename T>
 __global__ void ForwardKernel(const int64_t* indptr, const int64_t* cols, const T* vals,
                               int64_t batch, const T* weight, int64_t units, bool squared,
-                              T* out) {
+                              const T* bias, T* out) {
   const int64_t r = blockIdx.x;
   const int64_t u = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (r >= batch || u >= units) return;
@@ -139,7 +140,17 @@ __global__ void ForwardKernel(const int64_t* indptr, const int64_t* cols, const 
       acc += squared ? vals[k] * vals[k] * w * w : vals[k] * w;
     }
   }
-  out[r * units + u] = acc;
+  out[r * units + u] = bias != nullptr ? acc + bias[u] : acc;
+}
+
+// One thread per column, down the rows in order: the sum of MXNet's reduction.
+template <typename T>
+__global__ void BiasGradKernel(const T* ograd, int64_t batch, int64_t units, T* grad) {
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (u >= units) return;
+  T sum = 0, residual = 0;
+  for (int64_t r = 0; r < batch; ++r) kahan_add(&sum, &residual, ograd[r * units + u]);
+  grad[u] = sum;
 }
 
 __global__ void RowOfEntryKernel(const int64_t* indptr, int64_t batch, int64_t* row_of,
@@ -202,7 +213,7 @@ size_t ForwardWorkspaceBytes(int64_t batch, int64_t nnz) {
 template <typename T>
 std::string Forward(const int64_t* indptr, const int64_t* cols, const T* vals, int64_t batch,
                     int64_t nnz, const T* weight, int64_t in_units, int64_t units, bool squared,
-                    T* out, void* workspace, cudaStream_t stream) {
+                    const T* bias, T* out, void* workspace, cudaStream_t stream) {
   if (batch == 0 || units == 0) return "";
   if (indptr != nullptr) {
     std::string err = Validate(indptr, cols, batch, nnz, in_units,
@@ -211,8 +222,15 @@ std::string Forward(const int64_t* indptr, const int64_t* cols, const T* vals, i
   }
   dim3 grid(static_cast<unsigned int>(batch), Blocks(units));
   ForwardKernel<T><<<grid, kThreads, 0, stream>>>(indptr, cols, vals, batch, weight, units,
-                                                  squared, out);
+                                                  squared, bias, out);
   return CudaError("forward kernel");
+}
+
+template <typename T>
+std::string BiasGrad(const T* ograd, int64_t batch, int64_t units, T* grad, cudaStream_t stream) {
+  if (units == 0) return "";
+  BiasGradKernel<T><<<Blocks(units), kThreads, 0, stream>>>(ograd, batch, units, grad);
+  return CudaError("bias gradient kernel");
 }
 
 size_t WeightGradWorkspaceBytes(int64_t batch, int64_t nnz) { return GradWorkspace::Bytes(nnz); }
@@ -259,11 +277,13 @@ std::string WeightGradValues(const T* vals, int64_t nnz, const T* ograd, const T
 }
 
 template std::string Forward<float>(const int64_t*, const int64_t*, const float*, int64_t, int64_t,
-                                    const float*, int64_t, int64_t, bool, float*, void*,
-                                    cudaStream_t);
+                                    const float*, int64_t, int64_t, bool, const float*, float*,
+                                    void*, cudaStream_t);
 template std::string Forward<double>(const int64_t*, const int64_t*, const double*, int64_t,
-                                     int64_t, const double*, int64_t, int64_t, bool, double*,
-                                     void*, cudaStream_t);
+                                     int64_t, const double*, int64_t, int64_t, bool, const double*,
+                                     double*, void*, cudaStream_t);
+template std::string BiasGrad<float>(const float*, int64_t, int64_t, float*, cudaStream_t);
+template std::string BiasGrad<double>(const double*, int64_t, int64_t, double*, cudaStream_t);
 template std::string WeightGradValues<float>(const float*, int64_t, const float*, const float*,
                                              int64_t, bool, const void*, int64_t, int64_t*,
                                              float*, cudaStream_t);

@@ -22,7 +22,8 @@ namespace gluon_sparse {
 namespace sparse_dot_cuda {
 
 /*!
- * \brief out = dot(csr, weight), or dot(csr*csr, weight*weight) when `squared`.
+ * \brief out = dot(csr, weight), or dot(csr*csr, weight*weight) when `squared`,
+ * plus `bias` (units,) on every row unless it is null.
  *
  * The CSR arrays (`indptr` of batch+1, `cols`/`vals` of nnz) are validated on
  * the device first: the call fails, naming the offending entry, if indptr is
@@ -31,7 +32,7 @@ namespace sparse_dot_cuda {
 template <typename T>
 std::string Forward(const int64_t* indptr, const int64_t* cols, const T* vals,
                     int64_t batch, int64_t nnz, const T* weight, int64_t in_units,
-                    int64_t units, bool squared, T* out, void* workspace,
+                    int64_t units, bool squared, const T* bias, T* out, void* workspace,
                     cudaStream_t stream);
 
 /*! \brief Bytes of device workspace that Forward needs. */
@@ -62,6 +63,13 @@ std::string WeightGradValues(const T* vals, int64_t nnz, const T* ograd, const T
                              int64_t units, bool squared, const void* workspace,
                              int64_t num_rows, int64_t* row_ids, T* grad,
                              cudaStream_t stream);
+
+/*!
+ * \brief grad (units) = the column sums of ograd (batch, units): the bias gradient,
+ * each column summed over the batch in order as MXNet does (column_sum.h).
+ */
+template <typename T>
+std::string BiasGrad(const T* ograd, int64_t batch, int64_t units, T* grad, cudaStream_t stream);
 
 }  // namespace sparse_dot_cuda
 }  // namespace gluon_sparse

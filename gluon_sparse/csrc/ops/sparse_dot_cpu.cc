@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "column_sum.h"
 #include "deferred_registry.h"
 #include "omp_threads.h"
 #include "sparse_dot_op.h"
@@ -82,9 +83,13 @@ void CompressDense(const T* dense, int64_t batch, int64_t in_units, std::vector<
   }
 }
 
-/*! \brief out[r, :] = sum over the row's entries of x * weight[col, :] (x^2 * weight^2 if squared). */
+/*!
+ * \brief out[r, :] = sum over the row's entries of x * weight[col, :] (x^2 * weight^2 if
+ * squared), then + bias when there is one (after the sum, as a separate add would).
+ */
 template <typename T>
-void ForwardCpu(const CsrView<T>& x, const T* weight, int64_t units, bool squared, T* out) {
+void ForwardCpu(const CsrView<T>& x, const T* weight, const T* bias, int64_t units, bool squared,
+                T* out) {
   const int team = gluon_sparse::team_size(x.nnz * units + x.batch * units, x.batch);
   gluon_sparse::parallel_blocks(x.batch, team, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -100,7 +105,19 @@ void ForwardCpu(const CsrView<T>& x, const T* weight, int64_t units, bool square
           for (int64_t u = 0; u < units; ++u) dst[u] += v * w[u];
         }
       }
+      if (bias != nullptr) {
+        for (int64_t u = 0; u < units; ++u) dst[u] += bias[u];
+      }
     }
+  });
+}
+
+/*! \brief grad[u] = sum over the batch of ograd[r, u], as MXNet's bias gradient (column_sum.h). */
+template <typename T>
+void BiasGradCpu(const T* ograd, int64_t batch, int64_t units, T* grad) {
+  const int team = gluon_sparse::team_size(batch * units, units);
+  gluon_sparse::parallel_blocks(units, team, [&](int64_t begin, int64_t end) {
+    gluon_sparse::column_sums(ograd, batch, units, begin, end, grad);
   });
 }
 
@@ -198,7 +215,7 @@ bool CsrOf(MXTensor* data, int64_t in_units, std::vector<int64_t>* indptr_storag
 }
 
 template <typename T>
-MXReturnValue ForwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
+MXReturnValue ForwardCpuTyped(const Options& options, std::vector<MXTensor>* inputs,
                               std::vector<MXTensor>* outputs) {
   MXTensor& weight = (*inputs)[1];
   const int64_t in_units = weight.shape[0], units = weight.shape[1];
@@ -214,12 +231,13 @@ MXReturnValue ForwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
     GS_ERROR_MSG << "gluon_sparse_dot: " << deferred_error;
     return MX_FAIL;
   }
-  ForwardCpu(x, weight.data<T>(), units, squared, (*outputs)[0].data<T>());
+  const T* bias = options.with_bias ? (*inputs)[2].data<T>() : nullptr;
+  ForwardCpu(x, weight.data<T>(), bias, units, options.squared, (*outputs)[0].data<T>());
   return MX_SUCCESS;
 }
 
 template <typename T>
-MXReturnValue BackwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
+MXReturnValue BackwardCpuTyped(const Options& options, std::vector<MXTensor>* inputs,
                                std::vector<MXTensor>* outputs, const OpResource& res) {
   MXTensor& weight = (*inputs)[kWeight];
   const int64_t in_units = weight.shape[0], units = weight.shape[1];
@@ -235,10 +253,12 @@ MXReturnValue BackwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
                  << "what MXNet's sparse allocator accepts (2^31 - 1)";
     return MX_FAIL;
   }
-  MXSparse* grad = (*outputs)[1].data<MXSparse>();
+  const T* ograd = (*inputs)[kOgrad].data<T>();
+  MXSparse* grad = (*outputs)[kWeightGrad].data<MXSparse>();
   res.alloc_sparse(grad, 1, static_cast<int>(num_rows));
-  WeightGradCpu(x, (*inputs)[kOgrad].data<T>(), weight.data<T>(), units, squared, order, starts,
-                grad->indices, static_cast<T*>(grad->data));
+  WeightGradCpu(x, ograd, weight.data<T>(), units, options.squared, order, starts, grad->indices,
+                static_cast<T*>(grad->data));
+  if (options.with_bias) BiasGradCpu(ograd, x.batch, units, (*outputs)[kBiasGrad].data<T>());
   return MX_SUCCESS;
 }
 
@@ -246,23 +266,23 @@ MXReturnValue BackwardCpuTyped(bool squared, std::vector<MXTensor>* inputs,
 
 MXReturnValue compute_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
                           std::vector<MXTensor>* outputs, const OpResource& res) {
-  bool squared;
-  if (!parse_squared(attrs, &squared) || !check_float_type((*inputs)[1], "weight")) {
+  Options options;
+  if (!parse_options(attrs, &options) || !check_float_type((*inputs)[1], "weight")) {
     return MX_FAIL;
   }
   return ops::with_float_type((*inputs)[1].dtype, [&](auto zero) {
-    return ForwardCpuTyped<decltype(zero)>(squared, inputs, outputs);
+    return ForwardCpuTyped<decltype(zero)>(options, inputs, outputs);
   });
 }
 
 MXReturnValue gradient_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource& res) {
-  bool squared;
-  if (!parse_squared(attrs, &squared) || !check_float_type((*inputs)[kWeight], "weight")) {
+  Options options;
+  if (!parse_options(attrs, &options) || !check_float_type((*inputs)[kWeight], "weight")) {
     return MX_FAIL;
   }
   return ops::with_float_type((*inputs)[kWeight].dtype, [&](auto zero) {
-    return BackwardCpuTyped<decltype(zero)>(squared, inputs, outputs, res);
+    return BackwardCpuTyped<decltype(zero)>(options, inputs, outputs, res);
   });
 }
 

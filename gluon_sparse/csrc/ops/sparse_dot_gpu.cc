@@ -23,7 +23,7 @@ MXReturnValue FailCuda(const std::string& message) {
 }
 
 template <typename T>
-MXReturnValue ForwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
+MXReturnValue ForwardGpuTyped(const Options& options, std::vector<MXTensor>* inputs,
                               std::vector<MXTensor>* outputs, const OpResource& res) {
   namespace cu = gluon_sparse::sparse_dot_cuda;
   MXTensor& data = (*inputs)[0];
@@ -47,13 +47,15 @@ MXReturnValue ForwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
   }
   std::string err = cu::Forward<T>(csr->indptr_len ? csr->indptr : nullptr, csr->indices,
                                    static_cast<const T*>(csr->data), batch, csr->indices_len,
-                                   weight.data<T>(), weight.shape[0], weight.shape[1], squared,
+                                   weight.data<T>(), weight.shape[0], weight.shape[1],
+                                   options.squared,
+                                   options.with_bias ? (*inputs)[2].data<T>() : nullptr,
                                    (*outputs)[0].data<T>(), workspace, stream);
   return err.empty() ? MX_SUCCESS : FailCuda(err);
 }
 
 template <typename T>
-MXReturnValue BackwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
+MXReturnValue BackwardGpuTyped(const Options& options, std::vector<MXTensor>* inputs,
                                std::vector<MXTensor>* outputs, const OpResource& res) {
   namespace cu = gluon_sparse::sparse_dot_cuda;
   MXTensor& data = (*inputs)[kData];
@@ -64,7 +66,12 @@ MXReturnValue BackwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
   MXSparse* csr = data.data<MXSparse>();
   const int64_t batch = data.shape[0], nnz = csr->indices_len;
   auto stream = static_cast<cudaStream_t>(res.get_cuda_stream());
-  MXSparse* grad = (*outputs)[1].data<MXSparse>();
+  if (options.with_bias) {
+    std::string err = cu::BiasGrad<T>((*inputs)[kOgrad].data<T>(), batch, weight.shape[1],
+                                      (*outputs)[kBiasGrad].data<T>(), stream);
+    if (!err.empty()) return FailCuda(err);
+  }
+  MXSparse* grad = (*outputs)[kWeightGrad].data<MXSparse>();
   if (nnz == 0) {
     res.alloc_sparse(grad, 1, 0);
     return MX_SUCCESS;
@@ -77,7 +84,7 @@ MXReturnValue BackwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
   res.alloc_sparse(grad, 1, static_cast<int>(num_rows));
   err = cu::WeightGradValues<T>(static_cast<const T*>(csr->data), nnz,
                                 (*inputs)[kOgrad].data<T>(), weight.data<T>(), weight.shape[1],
-                                squared, workspace, num_rows, grad->indices,
+                                options.squared, workspace, num_rows, grad->indices,
                                 static_cast<T*>(grad->data), stream);
   return err.empty() ? MX_SUCCESS : FailCuda(err);
 }
@@ -85,23 +92,23 @@ MXReturnValue BackwardGpuTyped(bool squared, std::vector<MXTensor>* inputs,
 
 MXReturnValue compute_gpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
                           std::vector<MXTensor>* outputs, const OpResource& res) {
-  bool squared;
-  if (!parse_squared(attrs, &squared) || !check_float_type((*inputs)[1], "weight")) {
+  Options options;
+  if (!parse_options(attrs, &options) || !check_float_type((*inputs)[1], "weight")) {
     return MX_FAIL;
   }
   return ops::with_float_type((*inputs)[1].dtype, [&](auto zero) {
-    return ForwardGpuTyped<decltype(zero)>(squared, inputs, outputs, res);
+    return ForwardGpuTyped<decltype(zero)>(options, inputs, outputs, res);
   });
 }
 
 MXReturnValue gradient_gpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
                            std::vector<MXTensor>* outputs, const OpResource& res) {
-  bool squared;
-  if (!parse_squared(attrs, &squared) || !check_float_type((*inputs)[kWeight], "weight")) {
+  Options options;
+  if (!parse_options(attrs, &options) || !check_float_type((*inputs)[kWeight], "weight")) {
     return MX_FAIL;
   }
   return ops::with_float_type((*inputs)[kWeight].dtype, [&](auto zero) {
-    return BackwardGpuTyped<decltype(zero)>(squared, inputs, outputs, res);
+    return BackwardGpuTyped<decltype(zero)>(options, inputs, outputs, res);
   });
 }
 

@@ -17,11 +17,21 @@ namespace dot {
 
 constexpr const char* kOpName = "gluon_sparse_dot";
 
-// Backward inputs, in the order lib_api's generated FGradient passes them.
-enum BackwardInput { kOgrad = 0, kData = 1, kWeight = 2, kOut = 3, kNumBackwardInputs = 4 };
+// Backward inputs, in the order lib_api's generated FGradient passes them
+// (ograd, the forward's inputs, its output); kBias only with_bias.
+enum BackwardInput { kOgrad = 0, kData = 1, kWeight = 2, kBias = 3 };
 
-/*! \brief The `squared` attribute ("0"/"1", default "0"). */
-bool parse_squared(const ops::Attrs& attrs, bool* squared);
+// Backward outputs: the gradients of the forward's inputs.
+enum BackwardOutput { kDataGrad = 0, kWeightGrad = 1, kBiasGrad = 2 };
+
+/*! \brief The operator's attributes. */
+struct Options {
+  bool squared = false;    // dot(data * data, weight * weight)
+  bool with_bias = false;  // a third input, bias (units,), added to every row
+};
+
+/*! \brief Parse `squared` and `with_bias` ("0"/"1", default "0"). */
+bool parse_options(const ops::Attrs& attrs, Options* options);
 
 /*! \brief The weight's dtype is one the compute functions implement (float32/float64). */
 bool check_float_type(const mxnet::ext::MXTensor& t, const char* what);
