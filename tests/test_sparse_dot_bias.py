@@ -13,7 +13,7 @@ from mxnet import autograd, gluon
 from gluon_sparse import _native
 from gluon_sparse.nn import FullyConnectedSparse
 
-from test_sparse_dot_op import random_csr, to_mx
+from test_sparse_dot_op import MXNetSparseDotLayer, random_csr, to_mx
 
 _native.load_ops()
 
@@ -101,18 +101,10 @@ def test_bad_bias_is_an_error_naming_the_shapes():
         mx.nd.gluon_sparse_dot(x, mx.nd.ones((10, 4)), mx.nd.ones(4), with_bias="yes").asnumpy()
 
 
-class SeparateBiasLayer(gluon.HybridBlock):
+def separate_bias_layer(units, in_units):
     """FullyConnectedSparse before the fusion: the product, then MXNet's broadcast_add."""
-
-    def __init__(self, units, in_units, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.weight = self.params.get("weight", shape=(in_units, units),
-                                          grad_stype="row_sparse")
-            self.bias = self.params.get("bias", shape=(units,))
-
-    def hybrid_forward(self, F, x, weight, bias):
-        return F.broadcast_add(F.gluon_sparse_dot(x, weight), bias.reshape((1, -1)))
+    return MXNetSparseDotLayer(units, in_units,
+                               product=lambda F, x, weight: F.gluon_sparse_dot(x, weight))
 
 
 @pytest.mark.parametrize("hybridize", [False, True])
@@ -120,7 +112,7 @@ class SeparateBiasLayer(gluon.HybridBlock):
 def test_training_with_the_fused_bias_is_bitwise_the_separate_add(hybridize, optimizer):
     in_units, units = 300, 12
     ours = FullyConnectedSparse(units, in_units=in_units)
-    ref = SeparateBiasLayer(units, in_units)
+    ref = separate_bias_layer(units, in_units)
     ours.initialize(mx.init.Normal(0.5))
     ref.initialize()
     ref.weight.set_data(ours.weight.data())

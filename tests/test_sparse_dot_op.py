@@ -149,17 +149,19 @@ def reference_block_gradients(block, x, head):
 
 
 class MXNetSparseDotLayer(gluon.HybridBlock):
-    """FullyConnectedSparse's math written with MXNet's own sparse.dot (the reference)."""
+    """FullyConnectedSparse's math written with MXNet's own sparse.dot (the reference), then
+    MXNet's broadcast_add; ``product(F, x, weight)`` replaces the sparse.dot."""
 
-    def __init__(self, units, in_units, **kwargs):
+    def __init__(self, units, in_units, product=None, **kwargs):
         super().__init__(**kwargs)
+        self._product = product or (lambda F, x, weight: F.sparse.dot(x, weight))
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(in_units, units),
                                           grad_stype="row_sparse")
             self.bias = self.params.get("bias", shape=(units,))
 
     def hybrid_forward(self, F, x, weight, bias):
-        return F.broadcast_add(F.sparse.dot(x, weight), bias.reshape((1, -1)))
+        return F.broadcast_add(self._product(F, x, weight), bias.reshape((1, -1)))
 
 
 @pytest.mark.parametrize("hybridize", [False, True])
