@@ -111,8 +111,6 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
 
 MXReturnValue InferSType(const std::unordered_map<std::string, std::string>& attrs,
                          std::vector<int>* in_stypes, std::vector<int>* out_stypes) {
-  Options options;
-  if (!parse_options(attrs, &options)) return MX_FAIL;
   if (out_stypes->size() == 1) {  // forward: (data, weight[, bias]) -> out
     const int data = (*in_stypes)[0];
     if (data != kCSRStorage && data != kDefaultStorage) {
