@@ -1,4 +1,5 @@
-"""What the import says when the native libraries are not where Python looks."""
+"""The native libraries: what the import says when they are not where Python looks, and
+how their operators' error messages reach MXNet."""
 import os
 import shutil
 import subprocess
@@ -80,7 +81,7 @@ def test_each_error_reports_its_own_message_once():
 
 def test_calls_after_errors_do_not_leak():
     """lib_api leaked a copy of every message ever reported at every later operator
-    call (~1.5 KB a call after eight errors: 6 MB over these 4000 calls)."""
+    call: 59 MB over these 4000 calls after these eight errors, with the previous build."""
     import mxnet as mx
     _native.load_ops()
     for column in range(10, 14):
