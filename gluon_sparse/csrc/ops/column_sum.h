@@ -15,25 +15,21 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define GS_SUM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define GS_SUM_HOST_DEVICE inline
-#endif
+#include "optim_rule.h"  // GS_HOST_DEVICE and the exact arithmetic (ops::add, ops::sub)
 
 namespace gluon_sparse {
 
 /*! \brief One step of mshadow::red::sum's compensated Reduce(sum, x, residual). */
 template <typename T>
-GS_SUM_HOST_DEVICE void kahan_add(T* sum, T* residual, T x) {
-  const T y = x - *residual;
-  const T t = *sum + y;
+GS_HOST_DEVICE void kahan_add(T* sum, T* residual, T x) {
+  const T y = ops::sub(x, *residual);
+  const T t = ops::add(*sum, y);
 #if defined(__CUDA_ARCH__)
   const bool overflowed = isinf(t);
 #else
   const bool overflowed = std::isinf(t);
 #endif
-  *residual = overflowed ? T(0) : (t - *sum) - y;
+  *residual = overflowed ? T(0) : ops::sub(ops::sub(t, *sum), y);
   *sum = t;
 }
 
