@@ -94,6 +94,9 @@ class DeferredRuleState(_registry.RegisteredState):
     def _weight_spec(self):
         return self.shape, self.dtype
 
+    def _place_row_states(self, pointer):
+        self.states = _state_memory.place(self.states, pointer)
+
     def _register(self, pointer, owner, weight):
         num_rows, cols, dtype, device = _registry.weight_geometry(weight)
         states = (ctypes.c_void_p * max(1, len(self.states)))(
@@ -207,7 +210,7 @@ def create_state(optimizer, rule, index, weight):
                        "Create the Trainer with update_on_kvstore=False to defer",
                        rule.name, param.name)
         return None
-    zeros = _state_memory.state_zeros(optimizer, index)
+    zeros = _state_memory.state_zeros(optimizer, index, weight)
     states = rule.create_states(optimizer, weight, zeros)
     state = DeferredRuleState(weight, rule, rule.fixed(optimizer), states)
     deferred.remember_state(optimizer, state)

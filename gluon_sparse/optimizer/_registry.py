@@ -183,6 +183,10 @@ class RegisteredState(_parameter_hooks.DeferredState):
     def _register(self, pointer, owner, weight):
         """Register the arrays for the weight at ``pointer``; returns the C status (0: done)."""
 
+    def _place_row_states(self, pointer):
+        """Move the arrays that follow the weight's rows to memory placed against ``pointer``
+        (``_state_memory.place``; a state made for this weight already is)."""
+
     def _unbind_state(self):
         self._weight = None
         self._pointer = None
@@ -223,6 +227,7 @@ class RegisteredState(_parameter_hooks.DeferredState):
                     setattr(self, name, [a.as_in_context(weight.context) for a in value])
                 else:
                     setattr(self, name, value.as_in_context(weight.context))
+        self._place_row_states(pointer)
         owner = next(_owner_ids)
         status = self._register(pointer, owner, weight)
         if status != 0:

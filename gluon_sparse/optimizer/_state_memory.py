@@ -20,10 +20,29 @@ zero state is a fixed point). Three ways to get the zeros:
   of an input layer of 10^7 features x 128 (5 GB each for mean and var) stays
   lazy, and the rows of features never seen cost no memory.
 
-:func:`state_zeros` picks one per weight.
+:func:`state_zeros` picks one per weight, and places its arrays.
+
+Placement. The hot loops of the deferred optimizers (replaying the steps a
+returning row missed, the update) walk the same row of the weight and of every
+state array together. Large arrays come from ``mmap``, which Linux aligns to
+2 MB for transparent huge pages, so the weight (MXNet's memory) and its state
+arrays often lie at addresses equal in bits 12 to 27, or all but 48 bytes
+apart in their page. On AMD Zen (the 2-core EPYC of benchmarks/RESULTS.md)
+such lines share an L1 set and the way predictor's tag, a hash of bits 12-27,
+and evict each other on every access; addresses equal in bits 0-11 also make
+loads wait on unrelated stores ("4K aliasing", any x86). Measured at the seed
+shape: the processes where two of weight, mean and var agreed in bits 12-27
+(about half) trained at 2.8-3.9 ms a step, the others at 1.3-2.1 ms, for the
+same work. So an array of ``_PLACE_MIN_BYTES`` or more is placed against the
+weight's address: slot ``k`` (0, 1, 2: the order the rule makes its states)
+equals the weight in bits 14-27, differs from it and from every other slot in
+bits 12-13 and in bits 10-11 (1 KB or more apart within a page), and is
+64-byte aligned. This takes ``2 ** _PLACE_BITS`` bytes of padding around the
+array, address space that is never touched and commits no memory.
 """
 import ctypes
 import functools
+import itertools
 import logging
 import mmap
 import threading
@@ -31,7 +50,10 @@ import threading
 import mxnet as mx
 import numpy as np
 
-__all__ = ["zeros", "lazy_zeros", "populated_zeros", "populate", "state_zeros",
+from . import _registry
+
+__all__ = ["zeros", "lazy_zeros", "populated_zeros", "populate", "placed", "place",
+           "state_zeros",
            "PREFAULT_SHARE"]
 
 logger = logging.getLogger(__name__)
@@ -42,22 +64,80 @@ PREFAULT_SHARE = 0.25
 _MIN_POPULATE_BYTES = 16 << 20
 _MADV_POPULATE_WRITE = 23  # <linux/mman.h>, Linux >= 5.14
 _CHUNK = 64 << 20  # bytes a madvise call commits
+#: Placement (module doc): the address bits set against the weight's, and the
+#: smallest array placed (smaller ones come from the heap, not from aligned maps).
+_PLACE_BITS = 28
+_PLACE_MIN_BYTES = 2 << 20
 
 
-def zeros(shape, ctx, dtype):
-    """``mx.nd.zeros`` (pooled memory, every byte written)."""
-    return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
+def _slot_bits(slot):
+    """The bits in which slot ``slot`` differs from the weight: 12-13 and 10-11 (module doc)."""
+    pattern = slot % 3 + 1  # 1, 2, 3: pairwise different, none zero (the weight's)
+    return pattern << 12 | pattern << 10
 
 
-def lazy_zeros(shape, ctx, dtype):
+def _placed_bits(near, slot):
+    """Bits 0 to _PLACE_BITS - 1 of the address of slot ``slot`` placed against ``near``."""
+    return (near ^ _slot_bits(slot)) & ((1 << _PLACE_BITS) - 1) & ~63
+
+
+def _host_zeros(shape, dtype, near=None, slot=0):
+    """numpy zeros (lazily mapped pages where large), placed against address ``near`` if given."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if near is None or nbytes < _PLACE_MIN_BYTES:
+        return np.zeros(shape, dtype=dtype)
+    window = 1 << _PLACE_BITS
+    padded = np.zeros(nbytes + window, dtype=np.uint8)  # the padding is never touched
+    offset = (_placed_bits(near, slot) - padded.ctypes.data) % window
+    return padded[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+def place(arrays, near):
+    """A weight's row states (in slot order), each moved to memory placed against ``near``.
+
+    For states that were not made by :func:`placed` for the weight at
+    ``near``: loaded by ``Trainer.load_states``, or bound to a weight that
+    moved. An array already placed, too small to be, or not on the CPU is
+    returned as it is; the others are copied (module doc, "Placement").
+    """
+    moved = []
+    for slot, array in enumerate(arrays):
+        nbytes = array.size * np.dtype(array.dtype).itemsize
+        if (array.context == mx.cpu() and nbytes >= _PLACE_MIN_BYTES and
+                _registry.data_pointer(array) & ((1 << _PLACE_BITS) - 1) !=
+                _placed_bits(near, slot)):
+            copy = mx.nd.from_numpy(_host_zeros(array.shape, array.dtype, near, slot),
+                                    zero_copy=True)
+            array.copyto(copy)
+            array = copy
+        moved.append(array)
+    return moved
+
+
+def zeros(shape, ctx, dtype, near=None, slot=0):
+    """Zeros with every byte written: ``mx.nd.zeros`` (pooled memory), or placed host memory.
+
+    With ``near`` (an address) on the CPU, an array placed against it as the
+    module doc says, its pages written (committed) now.
+    """
+    if near is None or ctx != mx.cpu():
+        return mx.nd.zeros(shape, ctx=ctx, dtype=dtype)
+    host = _host_zeros(shape, dtype, near, slot)
+    host.fill(0)  # commit the pages now, as mx.nd.zeros does (the padding stays untouched)
+    return mx.nd.from_numpy(host, zero_copy=True)
+
+
+def lazy_zeros(shape, ctx, dtype, near=None, slot=0):
     """Zeros on ``ctx`` whose untouched pages cost nothing, where the platform allows.
 
     On the CPU, numpy's zeros come from the OS as lazily mapped zero pages, and
-    the array is wrapped without a copy; elsewhere :func:`zeros`.
+    the array is wrapped without a copy (placed against address ``near`` if
+    given: module doc); elsewhere :func:`zeros`.
     """
     if ctx != mx.cpu():
         return zeros(shape, ctx, dtype)  # another device (or CPU id)
-    return mx.nd.from_numpy(np.zeros(shape, dtype=dtype), zero_copy=True)
+    return mx.nd.from_numpy(_host_zeros(shape, dtype, near, slot), zero_copy=True)
 
 
 def _available_memory():
@@ -120,15 +200,16 @@ def _populate_then_release(host):
             _pending["bytes"] -= host.nbytes
 
 
-def populated_zeros(shape, ctx, dtype):
+def populated_zeros(shape, ctx, dtype, near=None, slot=0):
     """Lazy zeros whose pages a daemon thread commits, if they fit ``PREFAULT_SHARE`` of memory.
 
     Memory that earlier calls scheduled but have not committed yet counts as
     taken, so that several large states cannot together overrun the share.
+    Placed against address ``near`` if given (module doc).
     """
     if ctx != mx.cpu():
         return zeros(shape, ctx, dtype)  # another device (or CPU id)
-    host = np.zeros(shape, dtype=dtype)
+    host = _host_zeros(shape, dtype, near, slot)
     with _pending_lock:
         free = _available_memory() - _pending["bytes"]
         commit = _MIN_POPULATE_BYTES <= host.nbytes <= PREFAULT_SHARE * free
@@ -143,13 +224,30 @@ def populated_zeros(shape, ctx, dtype):
     return mx.nd.from_numpy(host, zero_copy=True)
 
 
-def state_zeros(optimizer, index):
+def placed(zeros_like, near):
+    """``zeros(shape, ctx, dtype)`` calling ``zeros_like`` with each array placed against ``near``.
+
+    Parameters
+    ----------
+    zeros_like : callable
+        :func:`zeros`, :func:`lazy_zeros` or :func:`populated_zeros`.
+    near : int
+        The weight's address; the arrays made take slots 0, 1, 2, ... in order
+        (module doc, "Placement").
+    """
+    slots = itertools.count()
+
+    def allocate(shape, ctx, dtype):
+        return zeros_like(shape, ctx, dtype, near=near, slot=next(slots))
+    return allocate
+
+
+def state_zeros(optimizer, index, weight):
     """The allocator of the zeroed state arrays of weight ``index`` under a deferred optimizer.
 
     With weight decay every row moves at the next flush, so every byte gets
-    written anyway: :func:`zeros` (MXNet's pooled memory). Without:
-    :func:`populated_zeros`.
+    written anyway: :func:`zeros`. Without: :func:`populated_zeros`. Either way
+    placed against ``weight``'s address (module doc).
     """
-    if optimizer._get_wd(index) != 0:
-        return zeros
-    return populated_zeros
+    near = _registry.data_pointer(weight)
+    return placed(zeros if optimizer._get_wd(index) != 0 else populated_zeros, near)

@@ -85,7 +85,8 @@ class DeferredAdamState(RegisteredState):
         ``zeros(shape, ctx, dtype)``, the allocator of ``mean`` and ``var``.
         Default: lazily zeroed pages where possible (CPU), so that rows never
         written commit no memory, which is what training without weight
-        decay wants. The optimizer picks one per weight
+        decay wants, placed against the weight's address
+        (``_state_memory``, "Placement"). The optimizer picks one per weight
         (``_state_memory.state_zeros``).
     """
 
@@ -98,7 +99,8 @@ class DeferredAdamState(RegisteredState):
             raise TypeError("deferred Adam supports float32 and float64 weights, got %s (train "
                             "float16 with multi_precision=True)" % dtype)
         ctx = weight.context
-        zeros = zeros or _state_memory.lazy_zeros
+        zeros = zeros or _state_memory.placed(_state_memory.lazy_zeros,
+                                              _registry.data_pointer(weight))
         self.mean = zeros(weight.shape, ctx, dtype)
         self.var = zeros(weight.shape, ctx, dtype)
         self.last_step = mx.nd.zeros((weight.shape[0],), ctx=ctx, dtype=np.int64)
@@ -117,6 +119,9 @@ class DeferredAdamState(RegisteredState):
 
     def _weight_spec(self):
         return self.mean.shape, np.dtype(self.mean.dtype)
+
+    def _place_row_states(self, pointer):
+        self.mean, self.var = _state_memory.place([self.mean, self.var], pointer)
 
     def _register(self, pointer, owner, weight):
         num_rows, cols, dtype, device = _registry.weight_geometry(weight)
@@ -259,7 +264,7 @@ def create_state(optimizer, index, weight):
                        "update_on_kvstore=False to defer", param.name)
         return None
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
-                              zeros=_state_memory.state_zeros(optimizer, index))
+                              zeros=_state_memory.state_zeros(optimizer, index, weight))
     remember_state(optimizer, state)
     return state
 
