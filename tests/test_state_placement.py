@@ -124,3 +124,18 @@ def test_placed_lazy_zeros_are_zeros_and_commit_no_padding():
     for array in arrays:
         total = array.sum().asscalar()
         assert total == 2 * 1024
+
+
+def test_no_address_space_for_padding_gives_an_unplaced_array(monkeypatch):
+    """Under an address-space limit the padded allocation fails: the state is made
+    without padding rather than not at all."""
+    real_zeros = np.zeros
+
+    def zeros_without_room(shape, dtype=float):
+        if isinstance(shape, int) and shape > _state_memory._PLACE_MIN_BYTES + (WINDOW >> 1):
+            raise MemoryError("no room")
+        return real_zeros(shape, dtype=dtype)
+
+    monkeypatch.setattr(_state_memory.np, "zeros", zeros_without_room)
+    host = _state_memory._host_zeros((1 << 12, 1024), np.float32, near=0x7f0012345040)
+    assert host.shape == (1 << 12, 1024) and host.base is None and not host.any()

@@ -88,7 +88,11 @@ def _host_zeros(shape, dtype, near=None, slot=0):
     if near is None or nbytes < _PLACE_MIN_BYTES:
         return np.zeros(shape, dtype=dtype)
     window = 1 << _PLACE_BITS
-    padded = np.zeros(nbytes + window, dtype=np.uint8)  # the padding is never touched
+    try:
+        padded = np.zeros(nbytes + window, dtype=np.uint8)  # the padding is never touched
+    except MemoryError:  # an address-space limit or strict overcommit: unplaced then
+        logger.debug("no address space for a placed state array: left unplaced")
+        return np.zeros(shape, dtype=dtype)
     offset = (_placed_bits(near, slot) - padded.ctypes.data) % window
     return padded[offset:offset + nbytes].view(dtype).reshape(shape)
 
