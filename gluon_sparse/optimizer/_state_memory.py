@@ -24,10 +24,10 @@ zero state is a fixed point). Three ways to get the zeros:
 
 Placement. The hot loops of the deferred optimizers (replaying the steps a
 returning row missed, the update) walk the same row of the weight and of every
-state array together. Large arrays come from ``mmap``, which Linux aligns to
-2 MB for transparent huge pages, so the weight (MXNet's memory) and its state
-arrays often lie at addresses equal in bits 12 to 27, or all but 48 bytes
-apart in their page. On AMD Zen (the 2-core EPYC of benchmarks/RESULTS.md)
+state array together. Large arrays come from ``mmap``, which recent Linux
+kernels align to 2 MB for transparent huge pages, so the weight (MXNet's
+memory) and its state arrays often lie at addresses equal in bits 12 to 27,
+or all but 48 bytes apart in their page. On AMD Zen (the 2-core EPYC of benchmarks/RESULTS.md)
 such lines share an L1 set and the way predictor's tag, a hash of bits 12-27,
 and evict each other on every access; addresses equal in bits 0-11 also make
 loads wait on unrelated stores ("4K aliasing", any x86). Measured at the seed
@@ -53,8 +53,7 @@ import numpy as np
 from . import _registry
 
 __all__ = ["zeros", "lazy_zeros", "populated_zeros", "populate", "placed", "place",
-           "state_zeros",
-           "PREFAULT_SHARE"]
+           "state_zeros", "PREFAULT_SHARE"]
 
 logger = logging.getLogger(__name__)
 
