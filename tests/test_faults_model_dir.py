@@ -63,7 +63,9 @@ def assert_no_leftovers(path):
     entries = sorted(os.listdir(path))
     versions = [name for name in entries if name.startswith("v-")]
     assert set(entries) - set(versions) <= {"CURRENT", ".lock"}, entries
-    assert 1 <= len(versions) <= 2 and (path / "CURRENT").read_text().strip() in versions
+    assert 1 <= len(versions) <= 2, entries  # the current one, and at most the previous
+    current = (path / "CURRENT").read_text().strip()
+    assert current in versions, (current, entries)  # the pointer names a version that is there
     assert not [name for name in os.listdir(path.parent) if name.startswith("." + path.name)]
 
 
