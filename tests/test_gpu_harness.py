@@ -141,6 +141,21 @@ def test_main_without_a_gpu_exits_with_the_reason(torch):
         cli.main(["--quick"])
 
 
+def test_a_failing_part_does_not_stop_the_ones_after_it(capsys):
+    ran = []
+
+    def fails():
+        ran.append("second")
+        raise AssertionError("weight differs at (3, 1)")
+    failed = cli.run_each([("first", lambda: ran.append("first")), ("second", fails),
+                           ("third", lambda: ran.append("third"))])
+    assert ran == ["first", "second", "third"]
+    assert failed == ["second"]
+    captured = capsys.readouterr()
+    assert "weight differs at (3, 1)" in captured.err  # the traceback
+    assert "FAILED  second" in captured.out
+
+
 # --- the checks' failure messages ------------------------------------------------------------
 
 def test_assert_bitwise_reports_the_first_difference():

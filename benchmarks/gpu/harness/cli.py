@@ -1,6 +1,7 @@
 """Command line of the GPU harness: arguments and the order of checks and timings."""
 import argparse
 import sys
+import traceback
 
 from . import __doc__ as HARNESS_DOC
 from .timing import deferred_step_calls
@@ -74,20 +75,54 @@ def parse_args(argv=None):
     return args
 
 
+def run_each(parts):
+    """Run each ``(name, callable)`` of ``parts``, going on past a failure.
+
+    A failed check or timing is reported with its traceback, and the ones after
+    it still run, so that one run on a lent GPU shows every failure at once.
+
+    Returns
+    -------
+    list of str
+        The names of the parts that raised.
+    """
+    failed = []
+    for name, part in parts:
+        try:
+            part()
+        except Exception:  # noqa: BLE001 - reported, and the run fails at its end
+            traceback.print_exc()
+            print("FAILED  %s" % name, flush=True)
+            failed.append(name)
+    return failed
+
+
 def main(argv=None):
-    """Run the correctness checks, then the timings, as the arguments say."""
+    """Run the correctness checks, then the timings, as the arguments say.
+
+    Exits with status 1, naming them, when any check or timing failed.
+    """
     args = parse_args(argv)
     import torch
     if not torch.cuda.is_available():
         sys.exit("run_harness.py needs a CUDA GPU and PyTorch built with CUDA")
-    from . import checks, timing
+    from . import cases, checks, timing
     from .bindings import AdamKernels, load_library
     lib = load_library(args.rebuild)
     kernels = AdamKernels(lib, torch)
+    parts = []
     if not args.skip_correctness:
-        checks.check_eager_correctness(kernels, torch)
-        checks.check_deferred_correctness(lib, kernels, torch)
+        parts.append(("eager correctness", lambda: checks.check_eager_correctness(kernels, torch)))
+        parts.extend(("deferred correctness, case %d" % case,
+                      lambda case=case, spec=spec: checks.check_deferred_case(
+                          lib, kernels, torch, case, *spec))
+                     for case, spec in enumerate(cases.DEFERRED_CASES))
+        parts.append(("deferred rejections", lambda: checks.check_deferred_rejections(lib, torch)))
     if not args.skip_benchmark:
-        timing.benchmark_eager(kernels, torch, args.rows, args.cols, args.repeat)
-        timing.benchmark_deferred(lib, kernels, torch, args.rows, args.cols, args.grad_rows,
-                                  args.gaps, args.repeat)
+        parts.append(("eager timing", lambda: timing.benchmark_eager(
+            kernels, torch, args.rows, args.cols, args.repeat)))
+        parts.append(("deferred timing", lambda: timing.benchmark_deferred(
+            lib, kernels, torch, args.rows, args.cols, args.grad_rows, args.gaps, args.repeat)))
+    failed = run_each(parts)
+    if failed:
+        sys.exit("failed: " + ", ".join(failed))
