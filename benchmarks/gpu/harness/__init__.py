@@ -1,4 +1,4 @@
-"""Standalone GPU harness for gluon-sparse's standard-Adam CUDA kernels, eager and deferred.
+"""Standalone GPU harness for gluon-sparse's CUDA kernels: standard Adam, the family, sparse dot.
 
 Drives the CUDA kernels the operator library compiles, on PyTorch CUDA tensors
 through the C entry points of ``adam_harness.cu`` and ``adam_deferred_harness.cu``
@@ -38,6 +38,26 @@ What it checks, in this order:
    the flush with every row up to date or behind by a few steps. Printed as a
    markdown table (device, CUDA and PyTorch versions in its title) for
    ``benchmarks/RESULTS.md``.
+
+4. (``--only family``, ``build/libfamily_harness.so``) the optimizer family's
+   kernels (``optim_kernels.cu``, every rule, float32 and float64) against
+   runs of the CPU operators recorded by ``make_family_fixtures.py`` in
+   ``--fixtures`` (default ``.devrun/fixtures``): the eager kernel *bitwise*
+   equal to the CPU operator after 150 steps; the deferred kernels (catch-up
+   by rows + update with the stale-row check, or the update's own catch-up)
+   writing only the gradient's rows at each step, bitwise equal to the eager
+   kernel there and, after the flush, everywhere; MXNet's dense update where
+   recorded; stale rows, bad indices, a short history and a bad last_step
+   rejected before any write. Timed: per rule, the deferred step (catch-up +
+   update of ``--grad-rows`` rows) vs the eager step over every row;
+5. (``--only dot``) ``gluon_sparse_dot``'s kernels (``sparse_dot.cu``) on
+   random CSR batches: forward and weight-gradient values within their
+   rounding-error bound of float64 NumPy, the gradient's rows exact, the bias
+   gradient bitwise a NumPy Kahan sum; bad columns rejected. Timed at a CTR
+   shape (batch 512 x 40 non-zeros, ``--rows`` x 128 weight) next to
+   ``torch.sparse.mm`` and ``embedding_bag``.
+
+``--only`` (repeatable) picks parts 1-3 (adam), 4 (family) or 5 (dot).
 
 Run: ``python benchmarks/gpu/run_harness.py`` (builds ``build/libadam_harness.so``
 with build.sh when missing; ``--rebuild`` forces it). Needs a CUDA GPU (sm_75 or

@@ -1,5 +1,6 @@
 """Command line of the GPU harness: arguments and the order of checks and timings."""
 import argparse
+import os
 import sys
 import traceback
 
@@ -8,6 +9,9 @@ from .timing import deferred_step_calls
 
 QUICK_ROWS, QUICK_REPEAT, QUICK_GAPS = 100_000, 10, [0, 100]
 DEFAULT_GAPS = [0, 1, 10, 100, 1000]
+PARTS = ("adam", "family", "dot")
+FAMILY_REPEAT = 10  # timed calls per rule (the family's table has 11 rules)
+DOT_SHAPE = {"batch": 512, "per_row": 40, "units": 128}  # a CTR batch
 
 
 def _positive_int(text):
@@ -48,7 +52,16 @@ def build_parser():
     parser.add_argument("--skip-benchmark", action="store_true",
                         help="only run the correctness checks")
     parser.add_argument("--rebuild", action="store_true",
-                        help="rebuild build/libadam_harness.so with build.sh first")
+                        help="rebuild the harness libraries with build.sh first")
+    parser.add_argument("--only", choices=PARTS, action="append", default=None,
+                        help="run only this part (repeatable; default every part): adam "
+                             "(standard Adam, eager and deferred: build/libadam_harness.so), "
+                             "family (the optimizer family's kernels against recorded CPU runs: "
+                             "build/libfamily_harness.so and --fixtures), dot "
+                             "(gluon_sparse_dot's kernels against NumPy)")
+    parser.add_argument("--fixtures", default=None,
+                        help="folder of the family's fixtures (default .devrun/fixtures, "
+                             "written by make_family_fixtures.py)")
     return parser
 
 
@@ -67,7 +80,11 @@ def parse_args(argv=None):
         args.repeat = min(args.repeat, QUICK_REPEAT)
     if args.gaps is None:
         args.gaps = list(QUICK_GAPS if args.quick else DEFAULT_GAPS)
+    args.only = sorted(set(args.only or PARTS), key=PARTS.index)
     needed = deferred_step_calls(args.repeat) * args.grad_rows
+    if "family" in args.only:
+        family_calls = deferred_step_calls(min(args.repeat, FAMILY_REPEAT))
+        needed = max(needed, family_calls * args.grad_rows)
     if not args.skip_benchmark and needed > args.rows:
         parser.error("the timed deferred steps need (repeat + 2) x grad-rows = %d distinct rows, "
                      "more than --rows %d: lower --repeat or --grad-rows, or raise --rows"
@@ -97,15 +114,8 @@ def run_each(parts):
     return failed
 
 
-def main(argv=None):
-    """Run the correctness checks, then the timings, as the arguments say.
-
-    Exits with status 1, naming them, when any check or timing failed.
-    """
-    args = parse_args(argv)
-    import torch
-    if not torch.cuda.is_available():
-        sys.exit("run_harness.py needs a CUDA GPU and PyTorch built with CUDA")
+def adam_parts(args, torch):
+    """The standard-Adam checks and timings (libadam_harness.so)."""
     from . import cases, checks, timing
     from .bindings import AdamKernels, load_library
     lib = load_library(args.rebuild)
@@ -123,6 +133,70 @@ def main(argv=None):
             kernels, torch, args.rows, args.cols, args.repeat)))
         parts.append(("deferred timing", lambda: timing.benchmark_deferred(
             lib, kernels, torch, args.rows, args.cols, args.grad_rows, args.gaps, args.repeat)))
-    failed = run_each(parts)
+    return parts
+
+
+def family_parts(args, torch, lib):
+    """The optimizer family's checks (one part per fixture) and its timing table."""
+    from . import family
+    paths = family.fixture_paths(args.fixtures or family.FIXTURE_DIR)
+    parts = []
+    if not args.skip_correctness:
+        for path in paths:
+            name = os.path.basename(path)[:-len(".npz")]
+            parts.append(("family %s" % name, lambda p=path: family.check_family_case(
+                lib, torch, p)))
+            parts.append(("family %s rejections" % name,
+                          lambda p=path: family.check_family_rejections(lib, torch, p)))
+    if not args.skip_benchmark:
+        parts.append(("family timing", lambda: family.benchmark_family(
+            lib, torch, paths, args.rows, args.cols, args.grad_rows,
+            min(args.repeat, FAMILY_REPEAT))))
+    return parts
+
+
+def dot_parts(args, torch, lib):
+    """gluon_sparse_dot's checks and its timing table."""
+    from . import dot
+    from .family_bindings import DotKernels
+    kernels = DotKernels(lib, torch)
+    parts = []
+    if not args.skip_correctness:
+        parts.append(("dot correctness", lambda: dot.check_dot_correctness(kernels, torch)))
+    if not args.skip_benchmark:
+        parts.append(("dot timing", lambda: dot.benchmark_dot(
+            kernels, torch, args.rows, DOT_SHAPE["units"], DOT_SHAPE["batch"],
+            DOT_SHAPE["per_row"], args.repeat)))
+    return parts
+
+
+def main(argv=None):
+    """Run the chosen parts' correctness checks, then their timings, as the arguments say.
+
+    A part that cannot even be set up (a library that does not build, missing
+    fixtures) fails alone; exits with status 1, naming them, when any check,
+    timing or set-up failed.
+    """
+    args = parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("run_harness.py needs a CUDA GPU and PyTorch built with CUDA")
+    parts, family_lib = [], []
+
+    def setup(name, make):
+        def run():
+            parts.extend(make())
+        return ("set-up of " + name, run)
+
+    def family_library():
+        if not family_lib:
+            from .family_bindings import load_family_library
+            family_lib.append(load_family_library(args.rebuild))
+        return family_lib[0]
+    makers = {"adam": lambda: adam_parts(args, torch),
+              "family": lambda: family_parts(args, torch, family_library()),
+              "dot": lambda: dot_parts(args, torch, family_library())}
+    failed = run_each([setup(name, makers[name]) for name in args.only])
+    failed += run_each(parts)
     if failed:
         sys.exit("failed: " + ", ".join(failed))
