@@ -172,6 +172,12 @@ def test_assert_bitwise_reports_the_first_difference():
 def test_assert_bitwise_compares_bits_not_values():
     want = np.array([0.0, np.nan, 1.0])
     checks.assert_bitwise("same NaN", want.copy(), want)  # NaN == NaN bit for bit
+    # x86's NaN of 0/0 (sign set) against CUDA's (0x7FFFFFFF): any NaN matches any NaN.
+    x86_nan, cuda_nan = np.array([0xFFC00000, 0x7FFFFFFF], np.uint32).view(np.float32)
+    checks.assert_bitwise("NaN payloads", np.array([cuda_nan, 1.0], np.float32),
+                          np.array([x86_nan, 1.0], np.float32))
+    with pytest.raises(AssertionError, match=r"1 elements differ, first at \(2,\) \(nan vs 1"):
+        checks.assert_bitwise("NaN for a number", np.array([0.0, np.nan, np.nan]), want)
     with pytest.raises(AssertionError, match=r"1 elements differ, first at \(0,\)"):
         checks.assert_bitwise("signed zero", np.array([-0.0, np.nan, 1.0]), want)
     with pytest.raises(AssertionError, match="got float32 .*expected float64"):

@@ -3,7 +3,7 @@
 - the fixture generator's records replay to themselves through the CPU
   operators (outputs bitwise, step scalars as the deferred operator records
   them, fixed scalars as the operators parse them), for freshly made small
-  records and for the fixtures in .devrun/fixtures that a GPU run will use;
+  records and for the fixtures in benchmarks/gpu/build/fixtures that a GPU run will use;
 - the checks report a wrong result at its first differing position;
 - the references of the gluon_sparse_dot checks agree with a dense NumPy
   product and catch a perturbed result;

@@ -28,7 +28,7 @@ Trainer does. Each ``<rule>_<dtype>.npz`` in the output folder records:
   optimizer (AdamW).
 
 Run: ``python benchmarks/gpu/make_family_fixtures.py [out_dir]`` (default
-``.devrun/fixtures``). Needs MXNet and the built gluon_sparse operator library.
+``benchmarks/gpu/build/fixtures``). Needs MXNet and the built gluon_sparse operator library.
 """
 import argparse
 import json
@@ -38,7 +38,7 @@ import sys
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_OUT = os.path.join(REPO, ".devrun", "fixtures")
+DEFAULT_OUT = os.path.join(REPO, "benchmarks", "gpu", "build", "fixtures")
 ROWS, COLS, STEPS = 400, 37, 150
 WD_SWITCH_STEP = 100  # cases with "wd_from" switch wd from 0 to it here
 

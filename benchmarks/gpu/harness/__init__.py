@@ -42,7 +42,7 @@ What it checks, in this order:
 4. (``--only family``, ``build/libfamily_harness.so``) the optimizer family's
    kernels (``optim_kernels.cu``, every rule, float32 and float64) against
    runs of the CPU operators recorded by ``make_family_fixtures.py`` in
-   ``--fixtures`` (default ``.devrun/fixtures``): the eager kernel *bitwise*
+   ``--fixtures`` (default ``build/fixtures``): the eager kernel *bitwise*
    equal to the CPU operator after 150 steps; the deferred kernels (catch-up
    by rows + update with the stale-row check, or the update's own catch-up)
    writing only the gradient's rows at each step, bitwise equal to the eager

@@ -33,8 +33,9 @@ import numpy as np
 from .checks import assert_bitwise, assert_only_rows_changed, expect_rejections, tensor_bits
 from .family_bindings import DeferredRuleKernels, RuleKernels
 
-FIXTURE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))), ".devrun", "fixtures")
+# Beside the prebuilt libraries (build/ is not committed): a device run carries both.
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build",
+                           "fixtures")
 
 
 def fixture_paths(directory=FIXTURE_DIR):
