@@ -28,21 +28,11 @@ gd::cuda::DeviceState<T> device_state(T* weight, T* mean, T* var, int64_t* last_
           cols};
 }
 
-/*! \brief The operator's capacity check: record `step` must exist in the history. */
-bool check_capacity(int64_t step, int64_t capacity, char* error, int error_len) {
-  if (step < 0 || step >= capacity) {
-    std::snprintf(error, error_len, "step %lld does not fit a history of %lld records",
-                  static_cast<long long>(step), static_cast<long long>(capacity));
-    return false;
-  }
-  return true;
-}
-
 template <typename T>
 int catch_up(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64_t capacity,
              int64_t num_rows, int64_t cols, const int64_t* rows, int64_t n, int64_t step,
              float beta1, float beta2, float epsilon, void* stream, char* error, int error_len) {
-  if (!check_capacity(step, capacity, error, error_len)) return 1;
+  if (!harness::check_capacity(step, capacity, error, error_len)) return 1;
   const auto state = device_state<T>(weight, mean, var, last_step, history, num_rows, cols);
   // rows == nullptr is the flush: every row, n = num_rows.
   const auto status = gd::cuda::launch_catch_up<T>(state, {beta1, beta2, epsilon}, rows,
@@ -62,7 +52,7 @@ int update(T* weight, T* mean, T* var, int64_t* last_step, float* history, int64
                   static_cast<long long>(step));
     return 1;
   }
-  if (!check_capacity(step, capacity, error, error_len)) return 1;
+  if (!harness::check_capacity(step, capacity, error, error_len)) return 1;
   const auto state = device_state<T>(weight, mean, var, last_step, history, num_rows, cols);
   if (nnz > 0) {
     if (validate && !harness::indices_valid(indices, nnz, num_rows, workspace, stream, error,

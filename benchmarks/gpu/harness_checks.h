@@ -48,6 +48,16 @@ inline bool indices_valid(const int64_t* indices, int64_t nnz, int64_t num_rows,
   return true;
 }
 
+/*! \brief The deferred operators' history bound: record `step` must exist. */
+inline bool check_capacity(int64_t step, int64_t capacity, char* error, int error_len) {
+  if (step < 0 || step >= capacity) {
+    std::snprintf(error, error_len, "step %lld does not fit a history of %lld records",
+                  static_cast<long long>(step), static_cast<long long>(capacity));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace harness
 
 #endif  // GLUON_SPARSE_BENCHMARKS_GPU_HARNESS_CHECKS_H_

@@ -63,16 +63,6 @@ go::cuda::Floats floats(const float* v, int n) {
   return f;
 }
 
-/*! \brief The deferred operators' history bound: record `step` must exist. */
-bool check_capacity(int64_t step, int64_t capacity, char* error, int error_len) {
-  if (step < 0 || step >= capacity) {
-    std::snprintf(error, error_len, "step %lld does not fit a history of %lld records",
-                  static_cast<long long>(step), static_cast<long long>(capacity));
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 extern "C" {
@@ -138,7 +128,7 @@ int gluon_sparse_harness_optim_deferred_update(
                     static_cast<long long>(step));
       return 1;
     }
-    if (!check_capacity(step, capacity, error, error_len)) return 1;
+    if (!harness::check_capacity(step, capacity, error, error_len)) return 1;
     const auto rows = device_rows<Rule, T>(weight, states, last_step, history, num_rows, cols);
     const auto fixed_floats = floats(fixed, Rule::kNumFixed);
     if (nnz > 0) {
@@ -194,7 +184,7 @@ int gluon_sparse_harness_optim_catch_up(const char* rule, int dtype_bytes, void*
   return with_rule(rule, dtype_bytes, error, error_len, [&](auto r, auto zero) {
     using Rule = decltype(r);
     using T = decltype(zero);
-    if (!check_capacity(step, capacity, error, error_len)) return 1;
+    if (!harness::check_capacity(step, capacity, error, error_len)) return 1;
     if (rows == nullptr) {
       int64_t row = num_rows, row_step = 0;
       const auto status = gluon_sparse::adam::deferred::cuda::find_invalid_last_step(

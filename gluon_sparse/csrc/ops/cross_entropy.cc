@@ -426,41 +426,32 @@ bool check_labels(const T* labels, int64_t batch, int64_t n) {
   return true;
 }
 
-template <typename T>
-MXReturnValue forward_typed(Loss loss, std::vector<MXTensor>* inputs,
+/*!
+ * \brief Forward (kBackward false: inputs logits, target; output the losses) or
+ *        backward (inputs ograd, logits, target, loss; outputs d logits, d target).
+ */
+template <bool kBackward, typename T>
+MXReturnValue compute_typed(Loss loss, std::vector<MXTensor>* inputs,
                             std::vector<MXTensor>* outputs) {
-  MXTensor& logits = (*inputs)[0];
-  MXTensor& target = (*inputs)[1];
+  const int first = kBackward ? 1 : 0;  // backward inputs start with the ograd
+  MXTensor& logits = (*inputs)[first];
+  MXTensor& target = (*inputs)[first + 1];
   const int64_t batch = logits.shape[0], n = logits.shape[1];
   const bool classes = target.shape.size() == 1;
   Batch<T> b{logits.data<T>(), classes ? nullptr : target.data<T>(),
-             classes ? target.data<T>() : nullptr, nullptr, (*outputs)[0].data<T>(),
-             nullptr, nullptr, n};
-  if (classes && !check_labels(b.labels, batch, n)) return MX_FAIL;
-  if (loss == Loss::kSoftmax) {
-    run_batch<Loss::kSoftmax, false>(b, batch);
+             classes ? target.data<T>() : nullptr, nullptr, nullptr, nullptr, nullptr, n};
+  if (kBackward) {
+    b.ograd = (*inputs)[0].data<T>();
+    b.dz = (*outputs)[0].data<T>();
+    b.dt = (*outputs)[1].data<T>();
   } else {
-    run_batch<Loss::kSigmoid, false>(b, batch);
+    b.out = (*outputs)[0].data<T>();
   }
-  return MX_SUCCESS;
-}
-
-// Backward inputs: (ograd, logits, target, loss); outputs: (d logits, d target).
-template <typename T>
-MXReturnValue backward_typed(Loss loss, std::vector<MXTensor>* inputs,
-                             std::vector<MXTensor>* outputs) {
-  MXTensor& logits = (*inputs)[1];
-  MXTensor& target = (*inputs)[2];
-  const int64_t batch = logits.shape[0], n = logits.shape[1];
-  const bool classes = target.shape.size() == 1;
-  Batch<T> b{logits.data<T>(), classes ? nullptr : target.data<T>(),
-             classes ? target.data<T>() : nullptr, (*inputs)[0].data<T>(), nullptr,
-             (*outputs)[0].data<T>(), (*outputs)[1].data<T>(), n};
   if (classes && !check_labels(b.labels, batch, n)) return MX_FAIL;
   if (loss == Loss::kSoftmax) {
-    run_batch<Loss::kSoftmax, true>(b, batch);
+    run_batch<Loss::kSoftmax, kBackward>(b, batch);
   } else {
-    run_batch<Loss::kSigmoid, true>(b, batch);
+    run_batch<Loss::kSigmoid, kBackward>(b, batch);
   }
   return MX_SUCCESS;
 }
@@ -470,7 +461,7 @@ MXReturnValue forward_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
   Loss loss;
   if (!parse_loss(attrs, &loss)) return MX_FAIL;
   return ops::with_float_type((*inputs)[0].dtype, [&](auto zero) {
-    return forward_typed<decltype(zero)>(loss, inputs, outputs);
+    return compute_typed<false, decltype(zero)>(loss, inputs, outputs);
   });
 }
 
@@ -479,7 +470,7 @@ MXReturnValue backward_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* input
   Loss loss;
   if (!parse_loss(attrs, &loss)) return MX_FAIL;
   return ops::with_float_type((*inputs)[1].dtype, [&](auto zero) {
-    return backward_typed<decltype(zero)>(loss, inputs, outputs);
+    return compute_typed<true, decltype(zero)>(loss, inputs, outputs);
   });
 }
 
