@@ -24,6 +24,13 @@ in benchmarks/results/:
   a dense output (BCE, and full softmax) or SampledOutput (sampled softmax,
   sampled BCE).
 
+* ``long`` (output_long.json, not part of ``all``): SampledOutput's step over a
+  long run (8,000 steps, the ``scaling`` workload) at 10^3, 10^5 and 10^6
+  labels, the median of the 100 steps before each of a few marks. Deferred
+  standard Adam replays, for a label that comes back, the steps in which its
+  weight still moved (~140 after each gradient): that work grows over a run
+  until it settles, which ``scaling``'s 132 steps do not show.
+
 Steps are timed one by one after warm-up steps (``mx.nd.waitall`` inside the
 timed region); the tables give the median. SampledOutput and the forum
 networks' first layer use deferred standard Adam, whose rows catch up the
@@ -34,7 +41,7 @@ back after typical gaps, so those runs warm up over many steps (``scaling``:
 after ~20 steps as in a real epoch, not after the 4 of a short cycle). The dense layer's (batch, L) target
 matrices are built before the timing (in ``quality``, inside the epochs, as a
 training loop would). The load average is recorded.
-Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all] [--quick]
+Run: ``flock /tmp/bench.lock python benchmarks/bench_output.py [--part all|long] [--quick]
 [--outputs sampled-bce ...]`` (``--outputs``: the quality part's variants)
 """
 import argparse
@@ -187,6 +194,31 @@ def bench_scaling(sizes, dense_max, steps, warmup, sampled_warmup):
     return table
 
 
+def bench_long(sizes, steps, marks):
+    """SampledOutput's step at each of ``marks``: the median of the 100 steps before it."""
+    table = Table("output_long", ["labels"] + ["step_%d_ms" % m for m in marks] + ["loadavg"])
+    rng = np.random.default_rng(0)
+    h = mx.nd.array(rng.standard_normal((BATCH, HIDDEN)))
+    for num_labels in sizes:
+        batches = [(h, _zipf_labels(rng, BATCH, num_labels)) for _ in range(4)]
+        out = SampledOutput(num_labels, in_units=HIDDEN, num_sampled=NUM_SAMPLED, seed=0)
+        out.initialize()
+        trainer = gluon.Trainer(out.collect_params(), *DEFERRED)
+        step = _stepper(None, out, trainer)
+        times = []
+        for i in range(steps):
+            start = time.perf_counter()
+            step(*batches[i % len(batches)])
+            mx.nd.waitall()
+            times.append(time.perf_counter() - start)
+        row = {"step_%d_ms" % m: 1e3 * float(np.median(times[max(0, m - 100):m])) for m in marks}
+        table.add(labels=num_labels, loadavg=_loadavg(), **row)
+        del out, trainer
+        gc.collect()
+    table.save()
+    return table
+
+
 def _forum_net(shape, sampled):
     features, hidden, num_labels, loss = shape
     net = gluon.nn.HybridSequential()
@@ -330,7 +362,8 @@ def bench_quality(rows, num_features, num_labels, epochs, outputs=QUALITY_OUTPUT
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["scaling", "forum", "quality", "all"], default="all")
+    parser.add_argument("--part", choices=["scaling", "forum", "quality", "long", "all"],
+                        default="all", help="'all' is scaling, forum and quality")
     parser.add_argument("--quick", action="store_true",
                         help="fewer steps and a smaller quality set (a smoke run)")
     parser.add_argument("--outputs", nargs="+", choices=QUALITY_OUTPUTS, default=QUALITY_OUTPUTS,
@@ -350,6 +383,10 @@ def main(argv=None):
         bench_quality(rows=4000 if quick else 20_000, num_features=20_000,
                       num_labels=2000 if quick else 10_000, epochs=1 if quick else 3,
                       outputs=args.outputs)
+    if args.part == "long":
+        marks = [200, 1000, 2000, 4000, 8000] if not quick else [100, 200]
+        bench_long([1000, 100_000, 1_000_000] if not quick else [1000, 100_000], marks[-1],
+                   marks)
     print("load average at end: %s" % _loadavg())
 
 

@@ -132,12 +132,16 @@ class SampledOutput(HybridBlock):
 
     Both parameters have ``grad_stype='row_sparse'``; train them with
     ``gluon.Trainer(..., 'sparseadam', {'deferred': True})`` for standard Adam
-    at a cost independent of ``L`` (eager standard Adam moves all ``L`` rows
-    every step). Reading the whole weight (:meth:`top_k`, :meth:`scores`)
-    flushes deferred rows first. The sampling happens in :meth:`forward`, in
-    Python; the operators after it run imperatively (:meth:`hybridize` is
-    accepted and leaves them so), called with a symbol they build the graph
-    of the selector, the targets and the correction (for export).
+    at the candidates' cost, not ``L``'s (eager standard Adam moves all ``L``
+    rows every step; a candidate that comes back replays the ~140 steps in
+    which standard Adam still moved it, so over a long run with a large ``L``
+    the step grows until it settles: docs/guide/nn.md). Reading the whole
+    weight (:meth:`top_k`, :meth:`scores`) flushes deferred rows first. The
+    sampling happens in :meth:`forward`, in Python; the operators after it run
+    imperatively (:meth:`hybridize` is accepted and leaves them so), called
+    with a symbol they build the graph of the selector, the targets and the
+    correction (for export). On the CPU the loss is one operator of the
+    library (``gluon_sparse_cross_entropy``).
 
     Examples
     --------
