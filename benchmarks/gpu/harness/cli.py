@@ -146,6 +146,8 @@ def family_parts(args, torch, lib):
             name = os.path.basename(path)[:-len(".npz")]
             parts.append(("family %s" % name, lambda p=path: family.check_family_case(
                 lib, torch, p)))
+            parts.append(("family %s vector path" % name,
+                          lambda p=path: family.check_vector_path(lib, torch, p)))
             parts.append(("family %s rejections" % name,
                           lambda p=path: family.check_family_rejections(lib, torch, p)))
     if not args.skip_benchmark:

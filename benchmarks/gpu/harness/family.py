@@ -20,7 +20,9 @@ For each fixture ``check_family_case``:
 (c) compares with MXNet's own dense update where it is recorded (float64: no
     farther from it than the CPU operator is).
 
-``check_family_rejections`` requires stale rows, rows ahead of the update,
+``check_vector_path`` (d) requires the eager kernel's 16-byte path (rows a
+multiple of 16 bytes wide, aligned arrays) to equal its one-element path bit
+for bit. ``check_family_rejections`` requires stale rows, rows ahead of the update,
 bad indices, a step beyond the history and a bad last_step at the flush to be
 rejected before any write. ``benchmark_family`` times, per rule, the deferred
 step (catch-up + update of a 640-row gradient) against the eager step.
@@ -142,6 +144,51 @@ def check_family_case(lib, torch, path, device="cuda"):
     print("ok  %s: eager kernel bitwise equal to the CPU operator after %d steps; deferred "
           "(only the gradient's rows written each step) bitwise equal to it after the flush%s"
           % (fx.label, fx.steps, compare_with_mxnet(fx, [a.cpu().numpy() for a in eager])))
+
+
+def _misaligned_copy(torch, tensor):
+    """A copy of ``tensor`` one element into a fresh buffer: its address is not a
+    multiple of 16, so the eager kernel takes its one-element-a-thread path."""
+    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    copy = buffer[1:].view(tensor.shape)
+    copy.copy_(tensor)
+    assert copy.data_ptr() % 16 != 0
+    return copy
+
+
+def check_vector_path(lib, torch, path, device="cuda", rows=64, cols=128, steps=40):
+    """(d) The eager kernel's 16-byte path equals its one-element path bitwise.
+
+    The fixtures' rows are 37 wide, which only the one-element path takes; here
+    a ``rows x cols`` weight (cols a multiple of 4) with the fixture's scalars
+    steps ``steps`` times with random gradients, once 16-byte aligned (the
+    vector path) and once one element off (the other), and every array must end
+    equal bit for bit.
+    """
+    fx = Fixture(path)
+    kernels = RuleKernels(lib, torch, fx.rule, device)
+    rng = np.random.default_rng(len(fx.label))
+    dtype = eager_dtype(torch, fx.dtype)
+    weight = torch.from_numpy(rng.standard_normal((rows, cols)).astype(fx.dtype)).to(device)
+    vector = [weight.clone()] + [torch.zeros_like(weight) for _ in range(fx.num_states)]
+    scalar = [_misaligned_copy(torch, a) for a in vector]
+    if any(a.data_ptr() % 16 for a in vector):
+        raise AssertionError("%s: the vector path's arrays are not 16-byte aligned" % fx.label)
+    for t in range(1, steps + 1):
+        indices = np.sort(rng.choice(rows, int(rng.integers(0, rows // 2)), replace=False))
+        values = rng.standard_normal((len(indices), cols)).astype(fx.dtype)
+        t_indices = torch.from_numpy(indices.astype(np.int64)).to(device)
+        t_values = torch.from_numpy(values).to(device=device, dtype=dtype)
+        scalars = fx.scalars(min(t, fx.steps))
+        for arrays in (vector, scalar):
+            kernels.step(arrays[0], arrays[1:], t_values, t_indices, scalars, fx.fixed,
+                         fx.rescale_grad)
+    names = ["weight"] + ["state%d" % k for k in range(fx.num_states)]
+    for name, got, want in zip(names, vector, scalar):
+        assert_bitwise("%s: %s of the 16-byte path vs the one-element path" % (fx.label, name),
+                       got, want.cpu().numpy())
+    print("ok  %s: the eager kernel's 16-byte path bitwise equal to its one-element path "
+          "(%d x %d, %d steps)" % (fx.label, rows, cols, steps))
 
 
 def eager_dtype(torch, dtype):

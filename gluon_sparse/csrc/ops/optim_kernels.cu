@@ -5,8 +5,10 @@
  * Rule::apply as on the CPU, whose never-fused arithmetic (ops::mul, ... are
  * __fmul_rn, ... here) keeps CUDA results bitwise equal to the CPU's.
  *
- * Eager: one element-parallel grid-stride pass; a thread finds whether its row
- * is in the gradient by binary search in the sorted indices (as adam_kernels.cu).
+ * Eager: one grid-stride pass, a thread on 16 bytes of consecutive elements
+ * (float4 / double2) where the row width and pointers allow it, else on one;
+ * a thread finds whether its row is in the gradient by binary search in the
+ * sorted indices (as adam_kernels.cu).
  * Catch-up: one block per listed row, claimed by compare-and-swap of its
  * last_step (as adam_deferred_kernels.cu); whether the row is at zero state
  * (the fixed-point shortcut) is decided by the whole block at once, so every
@@ -42,6 +44,8 @@ int row_block_threads(int64_t cols) {
   return static_cast<int>(std::min<int64_t>(warps * 32, kMaxThreadsPerBlock));
 }
 
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 int element_blocks(int64_t total) {
   return static_cast<int>(std::min<int64_t>(
       std::max<int64_t>(1, (total + kThreadsPerBlock - 1) / kThreadsPerBlock), kMaxBlocks));
@@ -71,22 +75,53 @@ __device__ __forceinline__ bool zero_state(const DeviceRows<T>& r, int64_t e) {
   return zero && w - w == T(0) && !(w == T(0) && !ops::is_positive_zero(w));
 }
 
-template <class Rule, typename T>
+/*! \brief kLanes consecutive elements loaded and stored as one 16-byte access. */
+template <typename T, int kLanes>
+struct alignas(sizeof(T) * kLanes) Lanes {
+  T v[kLanes];
+};
+
+/*!
+ * \brief The eager pass over kLanes elements a thread (16-byte accesses of the
+ *        weight and each state where the row width and pointers allow, else 1):
+ *        one binary search serves the thread's lanes, which share a row.
+ */
+template <class Rule, int kLanes, typename T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
 eager_kernel(DeviceRows<T> r, Floats step, Floats fixed, float rescale_grad,
              const T* __restrict__ grad, const int64_t* __restrict__ indices, int64_t nnz) {
+  using Vec = Lanes<T, kLanes>;
   const auto sc = Rule::template scalars<T>(step.v, fixed.v, rescale_grad);
-  const int64_t total = r.num_rows * r.cols;
+  const int64_t row_lanes = r.cols / kLanes;
+  const int64_t total = r.num_rows * row_lanes;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += stride) {
-    const int64_t row = e / r.cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const int64_t row = i / row_lanes;
     const int64_t k = ops::lower_bound(indices, nnz, row);
-    if (k < nnz && __ldg(indices + k) == row) {
-      step_element<Rule, true>(r, e, grad[k * r.cols + (e - row * r.cols)], sc);
-    } else {
-      step_element<Rule, false>(r, e, T(0), sc);
+    const bool in_grad = k < nnz && __ldg(indices + k) == row;
+    Vec w = reinterpret_cast<const Vec*>(r.weight)[i];
+    Vec s[RuleTraits<Rule>::kStateSlots];
+#pragma unroll
+    for (int q = 0; q < Rule::kNumStates; ++q) s[q] = reinterpret_cast<const Vec*>(r.states[q])[i];
+    Vec g = {};
+    if (in_grad) g = reinterpret_cast<const Vec*>(grad)[k * row_lanes + (i - row * row_lanes)];
+#pragma unroll
+    for (int j = 0; j < kLanes; ++j) {
+      T lane[RuleTraits<Rule>::kStateSlots];
+#pragma unroll
+      for (int q = 0; q < Rule::kNumStates; ++q) lane[q] = s[q].v[j];
+      if (in_grad) {
+        Rule::template apply<true, T>(g.v[j], &w.v[j], lane, sc);
+      } else {
+        Rule::template apply<false, T>(T(0), &w.v[j], lane, sc);
+      }
+#pragma unroll
+      for (int q = 0; q < Rule::kNumStates; ++q) s[q].v[j] = lane[q];
     }
+    reinterpret_cast<Vec*>(r.weight)[i] = w;
+#pragma unroll
+    for (int q = 0; q < Rule::kNumStates; ++q) reinterpret_cast<Vec*>(r.states[q])[i] = s[q];
   }
 }
 
@@ -208,9 +243,17 @@ LaunchStatus launch_eager(const DeviceRows<T>& rows, const Floats& step, const F
                           void* stream) {
   const int64_t total = rows.num_rows * rows.cols;
   if (total == 0) return LaunchStatus{nullptr};
-  eager_kernel<Rule, T><<<element_blocks(total), kThreadsPerBlock, 0,
-                          static_cast<cudaStream_t>(stream)>>>(rows, step, fixed, rescale_grad,
-                                                               grad, indices, nnz);
+  constexpr int kLanes = 16 / sizeof(T);
+  bool vectorised = rows.cols % kLanes == 0 && aligned(rows.weight) && (nnz == 0 || aligned(grad));
+  for (int q = 0; q < Rule::kNumStates; ++q) vectorised = vectorised && aligned(rows.states[q]);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (vectorised) {
+    eager_kernel<Rule, kLanes, T><<<element_blocks(total / kLanes), kThreadsPerBlock, 0, s>>>(
+        rows, step, fixed, rescale_grad, grad, indices, nnz);
+  } else {
+    eager_kernel<Rule, 1, T><<<element_blocks(total), kThreadsPerBlock, 0, s>>>(
+        rows, step, fixed, rescale_grad, grad, indices, nnz);
+  }
   return last_error();
 }
 
