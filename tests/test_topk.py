@@ -43,6 +43,36 @@ def test_merge_matches_lexsort_with_ties(dtype, k, chunk):
     np.testing.assert_array_equal(vals, ref_vals)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k, chunk", [(1, 1000), (5, 333), (5, 17), (32, 160)])
+def test_merge_skips_low_scores_exactly(dtype, k, chunk):
+    """The scan that skips scores below the worst kept one (runs of 16 at a time) must
+    let in every score that belongs: rare high scores at every offset within and across
+    runs, ties with the worst kept score, -inf, +inf and NaN, and blocks given out of
+    label order (a later block's labels smaller than those kept)."""
+    rng = np.random.default_rng(k * 1000 + chunk)
+    scores = rng.standard_normal((23, 1000)).astype(dtype) - 10.0
+    for r in range(scores.shape[0]):  # a few winners at random positions, ends included
+        hits = np.concatenate([rng.choice(1000, 6, replace=False), [0, 999, 15, 16, 17]])
+        scores[r, hits] = rng.integers(0, 3, hits.size)  # 0, 1, 2: ties among winners
+    scores[1, :] = -np.inf
+    scores[1, 500] = 0.0
+    scores[2, 100:900] = np.nan
+    scores[3, 40] = np.inf
+    scores[5, :] = 2.0  # every label ties: the smallest ids win
+    ids, vals = _merge_in_chunks(scores, k, chunk)
+    ref_ids, ref_vals = _reference(scores, k)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_array_equal(vals, ref_vals)
+    # Blocks in reverse label order: kept entries then have larger ids than the block's.
+    best = mx.nd.full((23, k), -np.inf, dtype=dtype)
+    best_id = mx.nd.full((23, k), -1, dtype=np.int64)
+    for c0 in reversed(range(0, 1000, chunk)):
+        block = mx.nd.array(scores[:, c0:c0 + chunk], dtype=dtype)
+        best, best_id = merge_top_k(block, best, best_id, offset=c0)
+    np.testing.assert_array_equal(best_id.asnumpy(), ref_ids)
+
+
 def test_merge_fills_empty_slots_when_fewer_than_k_labels():
     scores = np.array([[0.5, np.nan, 2.0]], dtype=np.float32)
     ids, vals = _merge_in_chunks(scores, 5, 3)

@@ -8,7 +8,8 @@
  * heap of the k best entries (worst on top); each score of the block is
  * compared with the top and replaces it only if better, so a block costs
  * O(n + r log k) for n scores and r replacements (r is small once the heap
- * holds good entries), against MXNet's topk, which sorts the whole row.
+ * holds good entries), against MXNet's topk, which sorts the whole row. The
+ * O(n) part is a vectorised scan for scores at or above the worst kept one.
  *
  * Inputs:  scores     (rows, n)  float32/float64, block of scores of labels
  *                                 offset .. offset + n - 1
@@ -70,12 +71,36 @@ void MergeRow(const T* scores, int64_t n, int64_t offset, const T* prev_score,
   for (int64_t j = 0; j < k; ++j) (*heap)[j] = {prev_score[j], prev_id[j]};
   WorstOnTop<T> cmp;
   std::make_heap(heap->begin(), heap->end(), cmp);
+  // Once the worst kept entry is a number (not an empty slot, not NaN), a score
+  // below it, or a NaN, cannot enter: skip those with one comparison, and whole
+  // runs of kRun such scores with a comparison the compiler vectorises. Most
+  // scores of a big block are skipped that way; the rest go through Better().
+  constexpr int64_t kRun = 16;
+  bool filter = false;
+  T floor = T(0);
+  auto refresh = [&] {
+    const Entry<T>& worst = heap->front();
+    filter = worst.id >= 0 && !std::isnan(worst.score);
+    floor = worst.score;
+  };
+  refresh();
   for (int64_t c = 0; c < n; ++c) {
+    if (filter) {
+      while (c + kRun <= n) {
+        bool any = false;
+        for (int64_t j = 0; j < kRun; ++j) any |= scores[c + j] >= floor;
+        if (any) break;
+        c += kRun;
+      }
+      if (c == n) break;
+      if (!(scores[c] >= floor)) continue;
+    }
     const Entry<T> e{scores[c], offset + c};
     if (Better(e, heap->front())) {
       std::pop_heap(heap->begin(), heap->end(), cmp);
       heap->back() = e;
       std::push_heap(heap->begin(), heap->end(), cmp);
+      refresh();
     }
   }
   std::sort(heap->begin(), heap->end(), cmp);  // best first
