@@ -107,6 +107,46 @@ def test_dot_references_against_a_dense_product(squared):
     np.testing.assert_allclose(grad, want[rows], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("squared", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dot_sequential_references_are_the_cpu_operator_bitwise(squared, dtype):
+    """The GPU check's exact references are the CPU ``gluon_sparse_dot``'s results, bit for
+    bit (forward with and without bias, weight gradient rows and values), so a GPU kernel
+    that passes them is bitwise the CPU operator."""
+    import mxnet as mx
+    from gluon_sparse import _native
+    _native.load_ops()
+    rng = np.random.default_rng(5)
+    # Columns from a few dozen of the 300, so that gradient rows sum several entries;
+    # some rows empty; the last column in row 0.
+    row_cols = [np.sort(rng.choice(60, int(c), replace=False)) for c in rng.integers(0, 12, 40)]
+    row_cols[0] = np.append(row_cols[0], 299)
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in row_cols])]).astype(np.int64)
+    cols = np.concatenate(row_cols).astype(np.int64)
+    vals = rng.uniform(-2.0, 2.0, len(cols)).astype(dtype)
+    weight = rng.standard_normal((300, 37)).astype(dtype)
+    bias = rng.standard_normal(37).astype(dtype)
+    ograd = rng.standard_normal((40, 37)).astype(dtype)
+    x = mx.nd.sparse.csr_matrix((vals, cols, indptr), shape=(40, 300), dtype=dtype)
+    for b in (None, bias):
+        w = mx.nd.array(weight, dtype=dtype)
+        grad = mx.nd.sparse.zeros("row_sparse", w.shape, dtype=dtype)
+        mx.autograd.mark_variables([w], [grad])
+        with mx.autograd.record():
+            if b is None:
+                out = mx.nd.gluon_sparse_dot(x, w, squared=squared)
+            else:
+                out = mx.nd.gluon_sparse_dot(x, w, mx.nd.array(b, dtype=dtype),
+                                             squared=squared, with_bias=True)
+        out.backward(mx.nd.array(ograd, dtype=dtype))
+        want = dot.sequential_forward(indptr, cols, vals, weight, b, squared)
+        assert np.array_equal(out.asnumpy().view(np.uint8), want.view(np.uint8))
+    rows = grad.indices.asnumpy()
+    assert list(rows) == sorted(set(cols))
+    want = dot.sequential_weight_grad(indptr, cols, vals, ograd, weight, squared)
+    assert np.array_equal(grad.data.asnumpy().view(np.uint8), want.view(np.uint8))
+
+
 def test_dot_bound_names_the_first_element_outside_it():
     want = np.ones((2, 3))
     got = want.astype(np.float32)

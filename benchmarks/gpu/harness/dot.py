@@ -3,12 +3,14 @@
 References are NumPy, in float64 (no SciPy needed):
 
 - forward ``dot(csr, W) [+ b]`` (and ``squared``: ``dot(csr^2, W^2)``) and the
-  weight gradient's values: the kernels sum each output in entry order in
-  the weight's type, and nvcc may contract ``acc += v * w`` into a fused
-  multiply-add, so they are compared with a rounding-error bound: each element
-  within ``(k + c) * eps * sum(|terms|)`` of the float64 sum, ``k`` the number
-  of terms, ``c`` the roundings of one term (1 plain, 4 squared; +1 for the bias),
-  ``eps`` the unit roundoff of the type;
+  weight gradient's values: **bitwise** equal to ``sequential_forward`` /
+  ``sequential_weight_grad``, the CPU operator's sums (each output summed in
+  entry order, (column, entry) order for the gradient, in the weight's type,
+  never fused), which tests/test_gpu_harness_family.py checks bitwise against
+  the CPU ``gluon_sparse_dot``; and, as a check of those references, within a
+  rounding-error bound of the float64 sum: ``(k + c) * eps * sum(|terms|)``,
+  ``k`` the number of terms, ``c`` the roundings of one term (1 plain, 4
+  squared; +1 for the bias), ``eps`` the unit roundoff of the type;
 - the weight gradient's rows: exactly the sorted distinct columns of the batch;
 - the bias gradient: **bitwise** equal to a NumPy Kahan sum down the rows in
   the kernel's type (MXNet's order and rounding, ``column_sum.h``; no
@@ -72,6 +74,36 @@ def reference_weight_grad(indptr, cols, vals, ograd, weight, squared):
     return uniq.astype(np.int64), grad, mag, int(counts.max()) if len(counts) else 0
 
 
+def sequential_forward(indptr, cols, vals, weight, bias, squared):
+    """The CPU operator's forward in the weight's type: per row, its entries' terms
+    (``v * w``; squared ``((v * v) * w) * w``) added in entry order, then the bias."""
+    t = weight.dtype.type
+    out = np.zeros((len(indptr) - 1, weight.shape[1]), weight.dtype)
+    for r in range(len(indptr) - 1):
+        for k in range(indptr[r], indptr[r + 1]):
+            v, w = t(vals[k]), weight[cols[k]]
+            out[r] += ((v * v) * w) * w if squared else v * w
+    if bias is not None:
+        out += bias
+    return out
+
+
+def sequential_weight_grad(indptr, cols, vals, ograd, weight, squared):
+    """The CPU operator's weight gradient values in the weight's type: per distinct
+    column, its entries in (column, entry) order, each ``v * g`` (squared
+    ``(((2 * v) * v) * w) * g``) added in turn."""
+    t = weight.dtype.type
+    rows_of = _rows_of_entries(indptr)
+    order = np.lexsort((np.arange(len(cols)), cols))
+    uniq = np.unique(cols)
+    grad = np.zeros((len(uniq), ograd.shape[1]), weight.dtype)
+    slot = np.searchsorted(uniq, cols)
+    for k in order:
+        v, g = t(vals[k]), ograd[rows_of[k]]
+        grad[slot[k]] += (((t(2) * v) * v) * weight[cols[k]]) * g if squared else v * g
+    return grad
+
+
 def kahan_column_sums(m):
     """MXNet's column sums (column_sum.h's kahan_add) in ``m``'s type, down the rows in order."""
     sums = np.zeros(m.shape[1], m.dtype)
@@ -116,9 +148,12 @@ def check_dot_case(dot, torch, dtype, units, squared, seed, device="cuda"):
                           t["bias"] if with_bias else None, squared)
         want, mag, terms = reference_forward(indptr, cols, vals, weight,
                                              bias if with_bias else None, squared)
-        assert_within_bound("forward (%s%s)" % (label, ", bias" if with_bias else ""),
-                            out.cpu().numpy(), want, mag, terms, (4 if squared else 1) + with_bias,
-                            dtype)
+        what = "forward (%s%s)" % (label, ", bias" if with_bias else "")
+        exact = sequential_forward(indptr, cols, vals, weight, bias if with_bias else None,
+                                   squared)
+        assert_within_bound(what + ", the CPU-order reference", exact, want, mag, terms,
+                            (4 if squared else 1) + with_bias, dtype)
+        assert_bitwise(what + " vs the CPU operator's order", out, exact)
         empty = np.diff(indptr) == 0
         got_empty = out.cpu().numpy()[empty]
         assert_bitwise("forward of the empty rows (%s)" % label, got_empty,
@@ -129,12 +164,16 @@ def check_dot_case(dot, torch, dtype, units, squared, seed, device="cuda"):
     want_rows, want, mag, terms = reference_weight_grad(indptr, cols, vals, ograd, weight,
                                                         squared)
     assert_bitwise("weight gradient rows (%s)" % label, rows, want_rows)
-    assert_within_bound("weight gradient values (%s)" % label, values.cpu().numpy(), want, mag,
-                        terms, 5 if squared else 1, dtype)
+    exact = sequential_weight_grad(indptr, cols, vals, ograd, weight, squared)
+    assert_within_bound("weight gradient values (%s), the CPU-order reference" % label, exact,
+                        want, mag, terms, 5 if squared else 1, dtype)
+    assert_bitwise("weight gradient values (%s) vs the CPU operator's order" % label, values,
+                   exact)
     assert_bitwise("bias gradient (%s)" % label, dot.bias_grad(t["ograd"]),
                    kahan_column_sums(ograd))
-    print("ok  gluon_sparse_dot %s: forward and weight gradient within their rounding bound "
-          "of float64 NumPy, rows exact, bias gradient bitwise MXNet's Kahan sum" % label)
+    print("ok  gluon_sparse_dot %s: forward and weight gradient bitwise the CPU operator's "
+          "sums (themselves within their rounding bound of float64 NumPy), rows exact, bias "
+          "gradient bitwise MXNet's Kahan sum" % label)
 
 
 def check_dot_correctness(dot, torch, device="cuda"):

@@ -133,14 +133,17 @@ __global__ void ForwardKernel(const int64_t* indptr, const int64_t* cols, const 
   const int64_t r = blockIdx.x;
   const int64_t u = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (r >= batch || u >= units) return;
+  // Never-fused, in the CPU operator's order and association (sparse_dot_cpu.cc):
+  // the result is the CPU's bit for bit.
   T acc = 0;
   if (indptr != nullptr) {
     for (int64_t k = indptr[r]; k < indptr[r + 1]; ++k) {
       const T w = weight[cols[k] * units + u];
-      acc += squared ? vals[k] * vals[k] * w * w : vals[k] * w;
+      const T v = vals[k];
+      acc = ops::add(acc, squared ? ops::mul(ops::mul(ops::mul(v, v), w), w) : ops::mul(v, w));
     }
   }
-  out[r * units + u] = bias != nullptr ? acc + bias[u] : acc;
+  out[r * units + u] = bias != nullptr ? ops::add(acc, bias[u]) : acc;
 }
 
 // One thread per column, down the rows in order: the sum of MXNet's reduction.
@@ -188,11 +191,15 @@ __global__ void WeightGradKernel(const T* vals, const T* ograd, const T* weight,
   const int64_t col = sorted_cols[starts[j]];
   if (u == 0) row_ids[j] = col;
   if (u >= units) return;
+  // Never-fused, entries in (column, entry) order as on the CPU: bitwise the CPU's.
   T acc = 0;
   for (int64_t i = starts[j]; i < starts[j + 1]; ++i) {
     const int64_t k = sorted_entries[i];
     const T g = ograd[row_of[k] * units + u];
-    acc += squared ? T(2) * vals[k] * vals[k] * weight[col * units + u] * g : vals[k] * g;
+    const T v = vals[k];
+    acc = ops::add(acc, squared ? ops::mul(ops::mul(ops::mul(ops::mul(T(2), v), v),
+                                                    weight[col * units + u]), g)
+                                : ops::mul(v, g));
   }
   grad[j * units + u] = acc;
 }
