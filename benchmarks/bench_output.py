@@ -116,24 +116,25 @@ def _dense_target(labels, loss):
     return mx.nd.array(dense)
 
 
+def _step_seconds(step, batches, steps, start=0):
+    """Seconds of each of ``steps`` steps (``mx.nd.waitall`` inside), on batches cycled from
+    ``start``."""
+    times = []
+    for i in range(start, start + steps):
+        begin = time.perf_counter()
+        step(*batches[i % len(batches)])
+        mx.nd.waitall()
+        times.append(time.perf_counter() - begin)
+    return times
+
+
 def _time_steps(step, batches, warmup, steps, first=None):
     """Median seconds of ``steps`` timed steps after ``warmup``; ``first``: a list that
     receives the median of the first 16 steps after two (the cold start)."""
-    times = []
-    for i in range(warmup):
-        start = time.perf_counter()
-        step(*batches[i % len(batches)])
-        mx.nd.waitall()
-        times.append(time.perf_counter() - start)
+    times = _step_seconds(step, batches, warmup)
     if first is not None:
         first.append(float(np.median(times[2:18])))
-    times = []
-    for i in range(steps):
-        start = time.perf_counter()
-        step(*batches[(warmup + i) % len(batches)])
-        mx.nd.waitall()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return float(np.median(_step_seconds(step, batches, steps, start=warmup)))
 
 
 def _stepper(hidden, output, trainer, dense_loss=None):
@@ -204,13 +205,7 @@ def bench_long(sizes, steps, marks):
         out = SampledOutput(num_labels, in_units=HIDDEN, num_sampled=NUM_SAMPLED, seed=0)
         out.initialize()
         trainer = gluon.Trainer(out.collect_params(), *DEFERRED)
-        step = _stepper(None, out, trainer)
-        times = []
-        for i in range(steps):
-            start = time.perf_counter()
-            step(*batches[i % len(batches)])
-            mx.nd.waitall()
-            times.append(time.perf_counter() - start)
+        times = _step_seconds(_stepper(None, out, trainer), batches, steps)
         row = {"step_%d_ms" % m: 1e3 * float(np.median(times[max(0, m - 100):m])) for m in marks}
         table.add(labels=num_labels, loadavg=_loadavg(), **row)
         del out, trainer
