@@ -77,12 +77,12 @@ struct Row {
   int64_t n;
 };
 
-#define GS_INLINE __attribute__((always_inline)) inline
-
 /* ------------------------------- float32 lanes ------------------------------ */
 
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef int32_t i32x8 __attribute__((vector_size(32)));
+using ops::as_bits;
+using ops::as_float;
+using ops::f32x8;
+using ops::i32x8;
 constexpr int kLanes = 8;
 
 GS_INLINE f32x8 splat(float v) { return v - f32x8{}; }
@@ -134,9 +134,7 @@ GS_INLINE f32x8 exp_lanes(f32x8 x) {
   const f32x8 magic = splat(12582912.0f);
   const f32x8 shifted = xs * splat(1.44269504088896341f) + magic;
   const f32x8 n = shifted - magic;
-  i32x8 n_bits;
-  std::memcpy(&n_bits, &shifted, sizeof(n_bits));
-  n_bits = n_bits - 0x4B400000;  // the bits of `magic`
+  const i32x8 n_bits = as_bits(shifted) - 0x4B400000;  // less the bits of `magic`
   f32x8 r = xs - n * splat(0.693359375f);
   r = r - n * splat(-2.12194440e-4f);
   f32x8 p = splat(1.9875691500e-4f);
@@ -145,11 +143,7 @@ GS_INLINE f32x8 exp_lanes(f32x8 x) {
   p = p * r + splat(4.1665795894e-2f);
   p = p * r + splat(1.6666665459e-1f);
   p = p * r + splat(5.0000001201e-1f);
-  f32x8 y = p * (r * r) + r + splat(1.0f);
-  i32x8 y_bits;
-  std::memcpy(&y_bits, &y, sizeof(y_bits));
-  y_bits = y_bits + (n_bits << 23);
-  std::memcpy(&y, &y_bits, sizeof(y));
+  f32x8 y = as_float(as_bits(p * (r * r) + r + splat(1.0f)) + (n_bits << 23));
   y = under ? splat(0.0f) : y;
   y = over ? splat(std::numeric_limits<float>::infinity()) : y;
   return x != x ? x : y;  // NaN in, NaN out
@@ -456,21 +450,15 @@ MXReturnValue compute_typed(Loss loss, std::vector<MXTensor>* inputs,
   return MX_SUCCESS;
 }
 
-MXReturnValue forward_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
+/*! \brief The forward (kBackward false) or backward operator on the CPU. */
+template <bool kBackward>
+MXReturnValue compute_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
                           std::vector<MXTensor>* outputs, const OpResource& res) {
   Loss loss;
   if (!parse_loss(attrs, &loss)) return MX_FAIL;
-  return ops::with_float_type((*inputs)[0].dtype, [&](auto zero) {
-    return compute_typed<false, decltype(zero)>(loss, inputs, outputs);
-  });
-}
-
-MXReturnValue backward_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs,
-                           std::vector<MXTensor>* outputs, const OpResource& res) {
-  Loss loss;
-  if (!parse_loss(attrs, &loss)) return MX_FAIL;
-  return ops::with_float_type((*inputs)[1].dtype, [&](auto zero) {
-    return compute_typed<true, decltype(zero)>(loss, inputs, outputs);
+  const int logits = kBackward ? 1 : 0;  // backward inputs start with the ograd
+  return ops::with_float_type((*inputs)[logits].dtype, [&](auto zero) {
+    return compute_typed<kBackward, decltype(zero)>(loss, inputs, outputs);
   });
 }
 
@@ -532,8 +520,8 @@ MXReturnValue InferShape(const ops::Attrs& attrs,
 namespace gxent = gluon_sparse::xent;
 
 REGISTER_OP(gluon_sparse_cross_entropy)
-    .setForward(gxent::forward_cpu, "cpu")
-    .setBackward(gxent::backward_cpu, "cpu")
+    .setForward(gxent::compute_cpu<false>, "cpu")
+    .setBackward(gxent::compute_cpu<true>, "cpu")
     .setParseAttrs(gxent::ParseAttrs)
     .setInferType(gxent::InferType)
     .setInferShape(gxent::InferShape);

@@ -26,8 +26,6 @@ namespace gluon_sparse {
 namespace ops {
 namespace {
 
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
@@ -62,13 +60,6 @@ Decay make_decay(float b) {
   d.log_shrink = -std::log(static_cast<double>(b) * (1.0 - 0x1p-24));
   return d;
 }
-
-// Everything a decay_* entry point calls is inlined into it, so that it is
-// compiled for that entry point's target (AVX2 or baseline).
-#define GS_INLINE __attribute__((always_inline)) inline
-
-GS_INLINE f32x8 as_float(i32x8 bits) { f32x8 x; std::memcpy(&x, &bits, sizeof(x)); return x; }
-GS_INLINE i32x8 as_bits(f32x8 x) { i32x8 bits; std::memcpy(&bits, &x, sizeof(x)); return bits; }
 
 /*!
  * \brief Steps during which every value of magnitude >= the one with bits

@@ -13,6 +13,9 @@
 #ifndef GLUON_SPARSE_CSRC_OPS_HOST_SIMD_H_
 #define GLUON_SPARSE_CSRC_OPS_HOST_SIMD_H_
 
+#include <cstdint>
+#include <cstring>
+
 // GS_HOST_AVX2: whether this translation unit builds the AVX2 copies. They rely
 // on GCC inlining the kernels' helpers (and AVX builtins) into `target("avx2"),
 // flatten` functions, which it does when optimising; other compilers, -O0 builds
@@ -36,6 +39,34 @@ int host_simd_path();
  *        (-1); AVX2 on a CPU without it is the baseline.
  */
 void force_host_simd_path(int path);
+
+#if !defined(__CUDACC__)
+// What the kernels compiled for both builds share. Their helpers are
+// GS_INLINE, so that each is compiled inside the entry point that calls it, for
+// that entry point's target (AVX2 or baseline). Eight lanes are one register in
+// the AVX2 build and two in the baseline's (GCC/Clang vector extensions).
+#define GS_INLINE __attribute__((always_inline)) inline
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+// 32-byte vectors passed between always-inlined helpers: GCC's note about
+// their ABI concerns calls across objects, which never happen here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+/*! \brief The lanes' bits as floats, and back (a bit copy, no conversion). */
+GS_INLINE f32x8 as_float(i32x8 bits) {
+  f32x8 x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+GS_INLINE i32x8 as_bits(f32x8 x) {
+  i32x8 bits;
+  std::memcpy(&bits, &x, sizeof(x));
+  return bits;
+}
+#pragma GCC diagnostic pop
+#endif  // !__CUDACC__
 
 }  // namespace ops
 }  // namespace gluon_sparse
