@@ -30,6 +30,21 @@ def stream_of(torch, device):
     return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
 
 
+def open_library(path, target, rebuild=False):
+    """``ctypes.CDLL`` of ``path``, built first with ``TARGET=<target> build.sh`` when it is
+    missing (or ``rebuild``)."""
+    if rebuild or not os.path.exists(path):
+        subprocess.check_call(["sh", BUILD_SCRIPT, path], env=dict(os.environ, TARGET=target))
+    return ctypes.CDLL(path)
+
+
+def call_entry(fn, *args):
+    """Call an entry point with an error buffer; raise ValueError with its text on failure."""
+    error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
+    if fn(*args, error, len(error)) != 0:
+        raise ValueError(error.value.decode())
+
+
 def load_library(rebuild=False, path=LIBRARY):
     """Build (if needed, with build.sh) and load the harness library at ``path``.
 
@@ -38,9 +53,7 @@ def load_library(rebuild=False, path=LIBRARY):
     ctypes.CDLL
         With the argument and result types of every entry point set.
     """
-    if rebuild or not os.path.exists(path):
-        subprocess.check_call(["sh", BUILD_SCRIPT, path])
-    lib = ctypes.CDLL(path)
+    lib = open_library(path, "adam", rebuild)
     p, i64, f32, i32, text = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int, \
         ctypes.c_char_p
     for name in EAGER_ENTRY_POINTS:
@@ -85,14 +98,10 @@ class AdamKernels:
         assert weight.device.type == self.device.type, "weight on %s" % weight.device
         assert indices.dtype == torch.int64 and indices.is_contiguous()
         rows, cols = weight.shape[0], weight[0].numel()
-        error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
-        stream = stream_of(torch, weight.device)
-        rc = fn(weight.data_ptr(), mean.data_ptr(), var.data_ptr(), grad_values.data_ptr(),
-                indices.data_ptr(), indices.numel(), rows, cols, lr, beta1, beta2, epsilon, wd,
-                rescale_grad, clip_gradient, int(validate), self.workspace.data_ptr(), stream,
-                error, len(error))
-        if rc != 0:
-            raise ValueError(error.value.decode())
+        call_entry(fn, weight.data_ptr(), mean.data_ptr(), var.data_ptr(), grad_values.data_ptr(),
+                   indices.data_ptr(), indices.numel(), rows, cols, lr, beta1, beta2, epsilon,
+                   wd, rescale_grad, clip_gradient, int(validate), self.workspace.data_ptr(),
+                   stream_of(torch, weight.device))
 
 
 class DeferredAdamKernels:
@@ -116,10 +125,8 @@ class DeferredAdamKernels:
         self.suffix = {torch.float32: "f32", torch.float64: "f64"}[weight.dtype]
 
     def _call(self, name, *args):
-        error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
-        fn = getattr(self.lib, "gluon_sparse_harness_adam_deferred_%s_%s" % (name, self.suffix))
-        if fn(*args, stream_of(self.torch, self.weight.device), error, len(error)) != 0:
-            raise ValueError(error.value.decode())
+        call_entry(getattr(self.lib, "gluon_sparse_harness_adam_deferred_%s_%s"
+                           % (name, self.suffix)), *args, stream_of(self.torch, self.weight.device))
 
     def _state(self):
         return (self.weight.data_ptr(), self.mean.data_ptr(), self.var.data_ptr(),

@@ -60,8 +60,8 @@ def build_parser():
                              "build/libfamily_harness.so and --fixtures), dot "
                              "(gluon_sparse_dot's kernels against NumPy)")
     parser.add_argument("--fixtures", default=None,
-                        help="folder of the family's fixtures (default benchmarks/gpu/build/fixtures, "
-                             "written by make_family_fixtures.py)")
+                        help="folder of the family's fixtures (default "
+                             "benchmarks/gpu/build/fixtures, written by make_family_fixtures.py)")
     return parser
 
 

@@ -9,9 +9,8 @@ entry, a failed launch), which the classes here raise as ValueError.
 """
 import ctypes
 import os
-import subprocess
 
-from .bindings import BUILD_SCRIPT, ERROR_BUFFER_BYTES, GPU_DIR, stream_of
+from .bindings import GPU_DIR, call_entry, open_library, stream_of
 
 FAMILY_LIBRARY = os.path.join(GPU_DIR, "build", "libfamily_harness.so")
 
@@ -30,9 +29,7 @@ def load_family_library(rebuild=False, path=FAMILY_LIBRARY):
     ctypes.CDLL
         With the argument and result types of every entry point set.
     """
-    if rebuild or not os.path.exists(path):
-        subprocess.check_call(["sh", BUILD_SCRIPT, path], env=dict(os.environ, TARGET="family"))
-    lib = ctypes.CDLL(path)
+    lib = open_library(path, "family", rebuild)
     p, i64, f32, i32, text = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int, \
         ctypes.c_char_p
     signatures = {
@@ -69,13 +66,6 @@ def load_family_library(rebuild=False, path=FAMILY_LIBRARY):
     return lib
 
 
-def _call(fn, *args):
-    """Call an entry point with an error buffer; raise ValueError with its text on failure."""
-    error = ctypes.create_string_buffer(ERROR_BUFFER_BYTES)
-    if fn(*args, error, len(error)) != 0:
-        raise ValueError(error.value.decode())
-
-
 def _floats(values):
     values = [float(v) for v in values]
     return (ctypes.c_float * max(1, len(values)))(*values)
@@ -93,8 +83,8 @@ def _ptr(tensor):
 def rule_sizes(lib, rule):
     """``(kNumStates, kNumFixed, kNumStep)`` of the rule named ``rule``."""
     sizes = [ctypes.c_int(), ctypes.c_int(), ctypes.c_int()]
-    _call(lib.gluon_sparse_harness_optim_rule_sizes, rule.encode(),
-          *[ctypes.byref(s) for s in sizes])
+    call_entry(lib.gluon_sparse_harness_optim_rule_sizes, rule.encode(),
+               *[ctypes.byref(s) for s in sizes])
     return tuple(s.value for s in sizes)
 
 
@@ -114,11 +104,11 @@ class RuleKernels:
         for t in list(states) + [grad_values]:
             assert t.dtype == weight.dtype and t.is_contiguous() and t.device == weight.device
         assert indices.dtype == self.torch.int64 and indices.is_contiguous()
-        _call(self.lib.gluon_sparse_harness_optim_eager, self.rule.encode(),
-              weight.element_size(), weight.data_ptr(), _pointers(states), _ptr(grad_values),
-              _ptr(indices), indices.numel(), weight.shape[0], weight[0].numel(),
-              _floats(step_scalars), _floats(fixed), rescale_grad, int(validate),
-              self.workspace.data_ptr(), stream_of(self.torch, weight.device))
+        call_entry(self.lib.gluon_sparse_harness_optim_eager, self.rule.encode(),
+                   weight.element_size(), weight.data_ptr(), _pointers(states), _ptr(grad_values),
+                   _ptr(indices), indices.numel(), weight.shape[0], weight[0].numel(),
+                   _floats(step_scalars), _floats(fixed), rescale_grad, int(validate),
+                   self.workspace.data_ptr(), stream_of(self.torch, weight.device))
 
 
 class DeferredRuleKernels:
@@ -152,11 +142,11 @@ class DeferredRuleKernels:
         assert len(step_scalars) == self.num_step
         assert grad_values.dtype == self.weight.dtype and grad_values.is_contiguous()
         assert indices.dtype == self.torch.int64 and indices.is_contiguous()
-        _call(self.lib.gluon_sparse_harness_optim_deferred_update, *self._head(),
-              _ptr(grad_values), _ptr(indices), indices.numel(), self.weight.shape[0],
-              self.weight[0].numel(), step, _floats(step_scalars), self.fixed, rescale_grad,
-              int(catch_up), int(validate), self.workspace.data_ptr(),
-              stream_of(self.torch, self.weight.device))
+        call_entry(self.lib.gluon_sparse_harness_optim_deferred_update, *self._head(),
+                   _ptr(grad_values), _ptr(indices), indices.numel(), self.weight.shape[0],
+                   self.weight[0].numel(), step, _floats(step_scalars), self.fixed, rescale_grad,
+                   int(catch_up), int(validate), self.workspace.data_ptr(),
+                   stream_of(self.torch, self.weight.device))
 
     def catch_up(self, rows, step):
         """Bring ``rows`` (any order, repeats allowed; None: every row, the flush) to ``step``."""
@@ -164,9 +154,9 @@ class DeferredRuleKernels:
             return  # (an empty tensor's null pointer would mean every row)
         pointer, n = (None, self.weight.shape[0]) if rows is None else (rows.data_ptr(),
                                                                         rows.numel())
-        _call(self.lib.gluon_sparse_harness_optim_catch_up, *self._head(), self.weight.shape[0],
-              self.weight[0].numel(), pointer, n, step, self.fixed, self.workspace.data_ptr(),
-              stream_of(self.torch, self.weight.device))
+        call_entry(self.lib.gluon_sparse_harness_optim_catch_up, *self._head(),
+                   self.weight.shape[0], self.weight[0].numel(), pointer, n, step, self.fixed,
+                   self.workspace.data_ptr(), stream_of(self.torch, self.weight.device))
 
     def flush(self, step):
         """``gluon_sparse_<rule>_deferred_flush``: every row up to ``step``, last_step checked."""
@@ -190,10 +180,10 @@ class DotKernels:
             out = self.torch.empty((batch, weight.shape[1]), dtype=weight.dtype,
                                    device=weight.device)
         workspace = self._workspace("forward", batch, cols.numel(), weight.device)
-        _call(self.lib.gluon_sparse_harness_dot_forward, weight.element_size(), _ptr(indptr),
-              _ptr(cols), _ptr(vals), batch, cols.numel(), weight.data_ptr(), weight.shape[0],
-              weight.shape[1], int(squared), _ptr(bias), out.data_ptr(), workspace.data_ptr(),
-              stream_of(self.torch, weight.device))
+        call_entry(self.lib.gluon_sparse_harness_dot_forward, weight.element_size(), _ptr(indptr),
+                   _ptr(cols), _ptr(vals), batch, cols.numel(), weight.data_ptr(), weight.shape[0],
+                   weight.shape[1], int(squared), _ptr(bias), out.data_ptr(), workspace.data_ptr(),
+                   stream_of(self.torch, weight.device))
         return out
 
     def weight_grad(self, indptr, cols, vals, ograd, weight, squared=False):
@@ -203,22 +193,23 @@ class DotKernels:
         workspace = self._workspace("weight_grad", batch, nnz, weight.device)
         num_rows = ctypes.c_int64()
         stream = stream_of(torch, weight.device)
-        _call(self.lib.gluon_sparse_harness_dot_weight_grad_rows, _ptr(indptr), _ptr(cols),
-              batch, nnz, weight.shape[0], workspace.data_ptr(), ctypes.byref(num_rows), stream)
+        call_entry(self.lib.gluon_sparse_harness_dot_weight_grad_rows, _ptr(indptr), _ptr(cols),
+                   batch, nnz, weight.shape[0], workspace.data_ptr(), ctypes.byref(num_rows),
+                   stream)
         rows = torch.empty(num_rows.value, dtype=torch.int64, device=weight.device)
         values = torch.empty((num_rows.value, weight.shape[1]), dtype=weight.dtype,
                              device=weight.device)
         if num_rows.value:
-            _call(self.lib.gluon_sparse_harness_dot_weight_grad_values, weight.element_size(),
-                  vals.data_ptr(), nnz, ograd.data_ptr(), weight.data_ptr(), weight.shape[1],
-                  int(squared), workspace.data_ptr(), num_rows.value, rows.data_ptr(),
-                  values.data_ptr(), stream)
+            call_entry(self.lib.gluon_sparse_harness_dot_weight_grad_values, weight.element_size(),
+                       vals.data_ptr(), nnz, ograd.data_ptr(), weight.data_ptr(), weight.shape[1],
+                       int(squared), workspace.data_ptr(), num_rows.value, rows.data_ptr(),
+                       values.data_ptr(), stream)
         return rows, values
 
     def bias_grad(self, ograd):
         """The bias gradient: the column sums of ``ograd`` (batch x units)."""
         grad = self.torch.empty(ograd.shape[1], dtype=ograd.dtype, device=ograd.device)
-        _call(self.lib.gluon_sparse_harness_dot_bias_grad, ograd.element_size(),
-              ograd.data_ptr(), ograd.shape[0], ograd.shape[1], grad.data_ptr(),
-              stream_of(self.torch, ograd.device))
+        call_entry(self.lib.gluon_sparse_harness_dot_bias_grad, ograd.element_size(),
+                   ograd.data_ptr(), ograd.shape[0], ograd.shape[1], grad.data_ptr(),
+                   stream_of(self.torch, ograd.device))
         return grad
