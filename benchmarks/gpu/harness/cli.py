@@ -173,7 +173,8 @@ def dot_parts(args, torch, lib):
 
 
 def main(argv=None):
-    """Run the chosen parts' correctness checks, then their timings, as the arguments say.
+    """Run the chosen parts (each its correctness checks, then its timings), as the
+    arguments say.
 
     A part that cannot even be set up (a library that does not build, missing
     fixtures) fails alone; exits with status 1, naming them, when any check,

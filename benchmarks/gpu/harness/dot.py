@@ -22,7 +22,7 @@ with the launcher's message, before the output is written.
 import numpy as np
 
 from .checks import assert_bitwise, expect_rejections
-from .timing import cuda_time
+from .timing import cuda_time, versions
 
 
 def random_csr(rng, batch, in_units, max_per_row, dtype):
@@ -247,9 +247,9 @@ def benchmark_dot(dot, torch, in_units, units, batch, per_row, repeat):
         bag().backward(ograd)
     results.append(("torch embedding_bag forward + backward (sparse=True weight grad)",
                     cuda_time(torch, bag_step, repeat)))
-    lines = ["", "#### gluon_sparse_dot on %s: batch %d x %d nnz, %d x %d float32 weight "
-             "(CUDA %s, PyTorch %s)" % (torch.cuda.get_device_name(), batch, per_row, in_units,
-                                        units, torch.version.cuda, torch.__version__), "",
+    lines = ["", "#### gluon_sparse_dot on %s: batch %d x %d nnz, %d x %d float32 weight (%s)"
+             % (torch.cuda.get_device_name(), batch, per_row, in_units, units, versions(torch)),
+             "",
              "| candidate | time |", "|---|---|"]
     lines += ["| %s | %.3f ms |" % (name, ms) for name, ms in results]
     print("\n".join(lines))

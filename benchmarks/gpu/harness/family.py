@@ -282,7 +282,7 @@ def check_family_rejections(lib, torch, path, device="cuda"):
 def benchmark_family(lib, torch, paths, rows, cols, grad_rows, repeat):
     """Per rule: the deferred step (catch-up of ``grad_rows`` rows 1 step behind + update)
     vs the eager step over every row, float32 ``rows x cols``; prints a markdown table."""
-    from .timing import cuda_time
+    from .timing import cuda_time, versions
     float32 = [Fixture(p) for p in paths if p.endswith("_float32.npz")]
     weight = torch.randn(rows, cols, device="cuda")
     states = [torch.rand(rows, cols, device="cuda") * 1e-3 for _ in range(3)]
@@ -294,9 +294,8 @@ def benchmark_family(lib, torch, paths, rows, cols, grad_rows, repeat):
     index_sets = [torch.sort(order[i * grad_rows:(i + 1) * grad_rows]).values
                   for i in range(calls)]
     values = torch.randn(grad_rows, cols, device="cuda")
-    lines = ["", "#### Optimizer family on %s: %d x %d float32, %d-row gradient (CUDA %s, "
-             "PyTorch %s)" % (torch.cuda.get_device_name(), rows, cols, grad_rows,
-                              torch.version.cuda, torch.__version__), "",
+    lines = ["", "#### Optimizer family on %s: %d x %d float32, %d-row gradient (%s)"
+             % (torch.cuda.get_device_name(), rows, cols, grad_rows, versions(torch)), "",
              "| rule | eager step (every row) | deferred step (catch-up 1 step + update) | "
              "eager / deferred |", "|---|---|---|---|"]
     for fx in float32:

@@ -57,7 +57,8 @@ def deferred_table(title, results, eager_ms):
     return lines
 
 
-def _versions(torch):
+def versions(torch):
+    """The CUDA and PyTorch versions, for the tables' titles."""
     return "CUDA %s, PyTorch %s" % (torch.version.cuda, torch.__version__)
 
 
@@ -90,7 +91,7 @@ def benchmark_eager(kernels, torch, rows, cols, repeat):
                             % (grad_rows, "" if validate else ", without index check"), ms))
 
     title = "%s, %d x %d float32 (%s)" % (torch.cuda.get_device_name(), rows, cols,
-                                          _versions(torch))
+                                          versions(torch))
     print("\n".join(eager_table(title, results, elements, copy_ms)))
 
 
@@ -186,5 +187,5 @@ def benchmark_deferred(lib, kernels, torch, rows, cols, grad_rows, gaps, repeat)
                     % grad_rows, cuda_time(torch, sparse_step, repeat)))
 
     title = ("#### Deferred standard Adam: %s, %d x %d float32, %d-row gradient (%s)"
-             % (torch.cuda.get_device_name(), rows, cols, grad_rows, _versions(torch)))
+             % (torch.cuda.get_device_name(), rows, cols, grad_rows, versions(torch)))
     print("\n".join(deferred_table(title, results, eager_ms)))
