@@ -119,8 +119,8 @@ def bench(num_labels, rows, repeat, row_chunk=1024, label_chunk=16384):
 
     timed = [(name, time_call(fn, repeat=repeat, warmup=1, sync=mx.nd.waitall)["median"], mb,
               agree) for name, fn, mb, agree in results]
-    mxnet_s = timed[2][1]
-    torch_s = dict((name, s) for name, s, _, _ in timed).get("PyTorch addmm + topk")
+    seconds = {name.split(" (")[0]: s for name, s, _, _ in timed}  # MXNet's name has its chunk
+    mxnet_s, torch_s = seconds["MXNet FullyConnected + topk"], seconds.get("PyTorch addmm + topk")
     return [{"labels": num_labels, "rows": rows, "method": name, "seconds": s,
              "vs_mxnet": mxnet_s / s,
              "vs_pytorch": "n/a" if torch_s is None else torch_s / s, "largest_scores_mb": mb,
