@@ -21,6 +21,7 @@
 
 #include "adam_kernels.h"
 #include "adam_kernels_cuda.h"
+#include "cuda_lanes.cuh"
 #include "cuda_search.cuh"
 
 namespace gluon_sparse {
@@ -28,13 +29,10 @@ namespace adam {
 namespace cuda {
 namespace {
 
-constexpr int kThreadsPerBlock = 256;
+using cuda_lanes::aligned16;
+using cuda_lanes::Lanes;
 
-/*! \brief kLanes consecutive elements loaded and stored as one 16-byte access. */
-template <typename T, int kLanes>
-struct alignas(sizeof(T) * kLanes) Lanes {
-  T v[kLanes];
-};
+constexpr int kThreadsPerBlock = 256;
 
 template <bool kClip, int kLanes, typename T>
 __global__ void __launch_bounds__(kThreadsPerBlock)
@@ -103,17 +101,13 @@ LaunchStatus last_error() {
   return LaunchStatus{err == cudaSuccess ? nullptr : cudaGetErrorString(err)};
 }
 
-bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 template <bool kClip, typename T>
 LaunchStatus launch_with_clip(const AdamScalars<T>& s, T* weight, T* mean, T* var, const T* grad,
                               const int64_t* indices, int64_t nnz, int64_t num_rows, int64_t cols,
                               cudaStream_t stream) {
   constexpr int kLanes = 16 / sizeof(T);
-  const bool vectorised = cols % kLanes == 0 && aligned(weight, 16) && aligned(mean, 16) &&
-                          aligned(var, 16) && (nnz == 0 || aligned(grad, 16));
+  const bool vectorised = cols % kLanes == 0 && aligned16(weight) && aligned16(mean) &&
+                          aligned16(var) && (nnz == 0 || aligned16(grad));
   if (vectorised) {
     const int64_t total = num_rows * (cols / kLanes);
     adam_update_kernel<kClip, kLanes, T><<<grid_size(total), kThreadsPerBlock, 0, stream>>>(

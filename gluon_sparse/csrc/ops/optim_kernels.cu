@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda_lanes.cuh"
 #include "cuda_search.cuh"
 #include "optim_kernels_cuda.h"
 #include "optim_rows.h"
@@ -29,6 +30,9 @@ namespace gluon_sparse {
 namespace optim {
 namespace cuda {
 namespace {
+
+using cuda_lanes::aligned16;
+using cuda_lanes::Lanes;
 
 constexpr int kMaxThreadsPerBlock = 128;
 constexpr int kThreadsPerBlock = 256;
@@ -43,8 +47,6 @@ int row_block_threads(int64_t cols) {
   const int64_t warps = std::max<int64_t>(1, (cols + 31) / 32);
   return static_cast<int>(std::min<int64_t>(warps * 32, kMaxThreadsPerBlock));
 }
-
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 int element_blocks(int64_t total) {
   return static_cast<int>(std::min<int64_t>(
@@ -74,12 +76,6 @@ __device__ __forceinline__ bool zero_state(const DeviceRows<T>& r, int64_t e) {
   const T w = r.weight[e];
   return zero && w - w == T(0) && !(w == T(0) && !ops::is_positive_zero(w));
 }
-
-/*! \brief kLanes consecutive elements loaded and stored as one 16-byte access. */
-template <typename T, int kLanes>
-struct alignas(sizeof(T) * kLanes) Lanes {
-  T v[kLanes];
-};
 
 /*!
  * \brief The eager pass over kLanes elements a thread (16-byte accesses of the
@@ -244,8 +240,8 @@ LaunchStatus launch_eager(const DeviceRows<T>& rows, const Floats& step, const F
   const int64_t total = rows.num_rows * rows.cols;
   if (total == 0) return LaunchStatus{nullptr};
   constexpr int kLanes = 16 / sizeof(T);
-  bool vectorised = rows.cols % kLanes == 0 && aligned(rows.weight) && (nnz == 0 || aligned(grad));
-  for (int q = 0; q < Rule::kNumStates; ++q) vectorised = vectorised && aligned(rows.states[q]);
+  bool vectorised = rows.cols % kLanes == 0 && aligned16(rows.weight) && (nnz == 0 || aligned16(grad));
+  for (int q = 0; q < Rule::kNumStates; ++q) vectorised = vectorised && aligned16(rows.states[q]);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (vectorised) {
     eager_kernel<Rule, kLanes, T><<<element_blocks(total / kLanes), kThreadsPerBlock, 0, s>>>(
