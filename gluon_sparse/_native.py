@@ -132,6 +132,28 @@ def _decay_geometric(x, b, n, path=-1):
                                                  int(path)))
 
 
+def _adam_steps_until_frozen(w, m, v, beta1, beta2, epsilon, max_lr, n):
+    """Deferred Adam's freezing test for one row (adam_deferred_kernels.h). For tests only.
+
+    Returns 0 when no step of the ``n`` to come (no gradient, no weight decay,
+    learning rates of at most ``max_lr``) can change a bit of ``w``, otherwise
+    how many full steps to replay before asking again. ``w``, ``m``, ``v``:
+    C-contiguous float32 NumPy arrays of one size.
+    """
+    import numpy as np
+    arrays = (w, m, v)
+    if any(a.dtype != np.float32 or not a.flags.c_contiguous or a.size != w.size
+           for a in arrays):
+        raise ValueError("w, m and v must be C-contiguous float32 arrays of one size")
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)
+    fn = lib.gluon_sparse_adam_steps_until_frozen
+    fn.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_float] * 4 + [ctypes.c_int64]
+    fn.restype = ctypes.c_int64
+    return int(fn(w.size, w.ctypes.data, m.ctypes.data, v.ctypes.data, float(beta1),
+                  float(beta2), float(epsilon), float(max_lr), int(n)))
+
+
 def _parallel_fill(n, chunk, team, item_micros=0):
     """Run ``out[i] += i + 1`` for ``i < n`` on the worker pool. For tests only.
 

@@ -127,38 +127,80 @@ inline ReplayHints scan_history(const StepRecord* history, int64_t to) {
 // ------------------------------------------------------------- fast replay
 // Steps without gradient and with wd == 0 have g = w * 0 = +-0, so for a row
 // they are:  m = fl(b1 * m),  v = fl(b2 * v),  w -= fl(lr * m) / fl(sqrt(v) + eps)
-// (adding a +-0 to a non-zero value changes nothing). |m| never grows and v
-// shrinks by a known factor, so once lr_max * |m| / (sqrt(v_min) + eps) is
-// below a quarter of w's ulp for every element, no later step can move w by
-// a single bit: the rest of the replay is m and v alone, two multiplications
-// an element-step, instead of a full Adam step with a sqrt and a division
-// (geometric_decay.h: vector multiplies held in registers, and m's decay
-// through the denormal range, 30-45x slower on x86, on the integer grid of
-// denormal units). Bitwise equal to the full replay (tests/test_grain.py
+// (adding a +-0 to a non-zero value changes nothing). Once no step to come can
+// move w by a single bit, the rest of the replay is m and v alone, two
+// multiplications an element-step, instead of a full Adam step with a sqrt and
+// a division (geometric_decay.h: vector multiplies held in registers, and m's
+// decay through the denormal range, 30-45x slower on x86, on the integer grid
+// of denormal units). Bitwise equal to the full replay (tests/test_grain.py
 // and tests/test_deferred_adam.py compare them); float32 only (float64 keeps
 // the full replay).
+//
+// When no step can move w. With u = 2^-24, a = b1 (1 + u) and c^2 = b2 (1 - u),
+// j steps ahead each product has rounded by at most u (or 2^-150 absolutely
+// in the denormal range), so
+//     |m_j| <= a^j |m| + E,  E = 2^-150 / (1 - a),  |m_j| <= |m|,
+//     v_j >= c^2j v while v_j is normal,  v_j >= c^2j v - j 2^-149 always,
+// and the step's update fl(fl(lr m_j) / fl(fl(sqrt v_j) + eps)) is at most
+//     (1 + 4u) lr |m_j| / (sqrt(v_j) + eps) + slack (the denormal roundings).
+// a^j / (c^j sqrt(v) + eps) does not grow with j when a < c (b1^2 < b2, a
+// little), so then the next step bounds every later one:
+//     D = max_lr (|m| (1 + 4u) / (sqrt(v) + eps) + E / eps) + slack,
+// or, when v may become denormal within the n steps or a >= c, the step with
+// the least v does:  D = max_lr |m| (1 + 4u) / (sqrt(v_min) + eps) + slack,
+// v_min = max(0, c^2n v - n 2^-149). w stays while D is below half its ulp (a
+// quarter if w is a power of two, whose lower neighbour is half an ulp away).
+// The test needs no square root or division by an element:
+//     (max_lr |m| (1 + 1e-5))^2 < T^2 (v + eps^2),  T = threshold - the rest of D,
+// since (sqrt(v) + eps)^2 >= v + eps^2. The first element that fails it stops
+// the test, and its quotient of the two sides, r^2, says how many full steps
+// to run before asking again: r^2 shrinks by b1^2 / b2 a step while sqrt(v)
+// outweighs eps (faster when not).
 
-/*! \brief Whether no step of the n to come can change w (see above). */
-inline bool weights_frozen(int64_t cols, const float* w, const float* m, const float* v,
-                           const FixedScalars& f, float max_lr, int64_t n) {
-  const double b2 = f.beta2, eps = f.epsilon;
-  // v after n steps is at least v * (b2 (1 - 2^-23))^n - n 2^-149 (rounding, denormals).
-  const double decay = std::pow(b2 * (1.0 - 0x1p-23), static_cast<double>(n));
+/*!
+ * \brief 0 if no step of the n to come can change w (see above); otherwise
+ *        the number of full steps to run before asking again (>= 1).
+ */
+inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, const float* v,
+                                  const FixedScalars& f, float max_lr, int64_t n) {
+  constexpr int64_t kRetry = 8;  // full steps before asking again when r^2 cannot say
+  constexpr double u = 0x1p-24;
+  const double b1 = f.beta1, b2 = f.beta2, eps = f.epsilon, lr = max_lr;
+  const double a = b1 * (1.0 + u), c2 = b2 * (1.0 - u);
+  const bool next_bounds_all = a * a < c2;
+  const double decay_n = std::pow(c2, static_cast<double>(n));
+  const double v_normal = 0x1p-126 / decay_n;  // from here v stays normal for n steps
   const double v_slack = static_cast<double>(n) * 0x1p-149;
-  // Rounding of lr * m into the denormal range, divided by at least eps.
-  const double d_slack = 2.0 * 0x1p-149 / (eps * (1.0 - 1e-6)) + 0x1p-149;
+  // E / eps, and the rounding of lr * m and of the quotient into the denormal range.
+  const double d_slack = next_bounds_all ? lr * 0x1p-150 / ((1.0 - a) * eps) : 0.0;
+  const double slack = d_slack + 2.0 * 0x1p-149 / (eps * (1.0 - 1e-6)) + 0x1p-149;
+  const double eps2 = eps * eps;
   for (int64_t j = 0; j < cols; ++j) {
     uint32_t bits;
     std::memcpy(&bits, w + j, sizeof(bits));
     const int exponent = static_cast<int>((bits >> 23) & 0xff);
-    if (exponent == 0 || exponent == 0xff) return false;  // zero, denormal, inf or NaN weight
+    if (exponent == 0xff) return n + 1;   // inf or NaN: never frozen
+    if (exponent == 0) return kRetry;     // zero or denormal weight: may still move away
     const double mj = std::fabs(static_cast<double>(m[j])), vj = v[j];
-    if (!(mj <= 3.5e38) || !(vj >= 0.0 && vj <= 3.5e38)) return false;
-    const double v_min = std::max(0.0, vj * decay - v_slack);
-    const double d = max_lr * mj / (std::sqrt(v_min) + eps) * (1.0 + 1e-5) + d_slack;
-    if (!(d < std::ldexp(1.0, exponent - 127 - 23 - 2))) return false;
+    if (!(mj <= 3.5e38) || !(vj >= 0.0 && vj <= 3.5e38)) return n + 1;
+    // Half of w's ulp, 2^(exponent - 151), or a quarter if the mantissa is 0
+    // (built as a double's bits: exponent - shift + 1023 is always > 0).
+    const uint64_t shift = (bits & 0x7fffff) == 0 ? 152 : 151;
+    const uint64_t half_ulp_bits = (static_cast<uint64_t>(exponent) + 1023 - shift) << 52;
+    double half_ulp;
+    std::memcpy(&half_ulp, &half_ulp_bits, sizeof(half_ulp));
+    const double t = half_ulp - slack;
+    if (!(t > 0.0)) return kRetry;
+    const double num = lr * mj * (1.0 + 1e-5);
+    const double v_least = next_bounds_all && vj >= v_normal
+                               ? vj : std::max(0.0, vj * decay_n - v_slack);
+    const double lhs = num * num, rhs = t * t * (v_least + eps2);
+    if (lhs < rhs) continue;
+    if (!next_bounds_all) return kRetry;
+    const double steps = std::log(lhs / rhs) / std::log(b2 / (b1 * b1));
+    return steps < static_cast<double>(n) ? static_cast<int64_t>(steps) + 1 : n + 1;
   }
-  return true;
+  return 0;
 }
 
 /*! \brief Steps s .. to of a frozen row: m and v decay, w stays (see above). */
@@ -233,7 +275,6 @@ inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mea
   }
 #if !defined(__CUDACC__)
   constexpr int64_t kMinFrozenSteps = 16;  // below this a check costs what it saves
-  constexpr int64_t kCheckEvery = 8;
   const bool may_freeze = sizeof(T) == sizeof(float) && fixed.beta1 > 0.5f &&
                           fixed.beta1 < 1.0f && fixed.beta2 > 0.5f && fixed.beta2 < 1.0f &&
                           fixed.epsilon > 0.0f;
@@ -245,11 +286,12 @@ inline void replay_row(int64_t cols, T* __restrict__ weight, T* __restrict__ mea
       float* w = reinterpret_cast<float*>(weight);
       float* m = reinterpret_cast<float*>(mean);
       float* v = reinterpret_cast<float*>(var);
-      if (weights_frozen(cols, w, m, v, fixed, hints.max_lr, to - s + 1)) {
+      const int64_t wait = steps_until_frozen(cols, w, m, v, fixed, hints.max_lr, to - s + 1);
+      if (wait == 0) {
         replay_frozen(cols, w, m, v, history, fixed, s, to);
         return;
       }
-      last = s + kCheckEvery - 1;  // check again after a few full steps
+      last = std::min(to, s + wait - 1);  // full steps until it may be frozen
     }
     replay_full_steps<T>(cols, weight, mean, var, history, fixed, s, last);
     s = last + 1;

@@ -8,6 +8,7 @@
 #include "adam_deferred_op.h"
 #include "deferred_registry.h"
 #include "omp_threads.h"
+#include "row_prefetch.h"
 #include "row_index_errors.h"
 
 using namespace mxnet::ext;
@@ -49,6 +50,13 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   // Rows behind: catch_up rows, or fixed points (checked above), skipped at once.
   const gd::ReplayHints hints = gd::scan_history(a.history, any_behind ? p.step - 1 : 0);
   gluon_sparse::parallel_dynamic(a.nnz, 16, gluon_sparse::team_size(work, a.nnz), [&](int64_t k) {
+    if (k + kRowsAhead < a.nnz) {
+      const int64_t ahead = a.indices[k + kRowsAhead];
+      prefetch_row(weight + ahead * a.cols, a.cols);
+      prefetch_row(mean + ahead * a.cols, a.cols);
+      prefetch_row(var + ahead * a.cols, a.cols);
+      prefetch_value(a.last_step + ahead);
+    }
     const int64_t row = a.indices[k];
     const int64_t offset = row * a.cols;
     if (a.last_step[row] < p.step - 1) {

@@ -71,3 +71,17 @@ template void replay_full_steps<double>(int64_t, double*, double*, double*, cons
 }  // namespace deferred
 }  // namespace adam
 }  // namespace gluon_sparse
+
+/*!
+ * \brief For tests: deferred Adam's steps_until_frozen for one row (0: no step
+ *        of the n to come, each with a learning rate of at most max_lr and
+ *        no weight decay, can change a bit of w).
+ */
+extern "C" int64_t gluon_sparse_adam_steps_until_frozen(int64_t cols, const float* w,
+                                                        const float* m, const float* v,
+                                                        float beta1, float beta2, float epsilon,
+                                                        float max_lr, int64_t n) {
+  namespace gd = gluon_sparse::adam::deferred;
+  return gd::steps_until_frozen(cols, w, m, v, gd::FixedScalars{beta1, beta2, epsilon}, max_lr,
+                                n);
+}

@@ -18,6 +18,7 @@
 
 #include "adam_deferred_kernels.h"
 #include "omp_threads.h"
+#include "row_prefetch.h"
 #include "optim_catch_up.h"
 #include "optim_rules.h"
 #if GLUON_SPARSE_WITH_CUDA
@@ -133,7 +134,9 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   // is skipped at once by the replay, so it costs nothing (a batch of fresh rows
   // must not open a parallel region).
   int64_t work = 0;
-  for (int64_t row : rows) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = rows[i];
+    if (i + kRowsAhead < count) prefetch_row(mean + rows[i + kRowsAhead] * cols, 1);
     const int64_t from = e->last_step[row];
     if (hints.last_wd <= from && gd::state_is_zero(cols, mean + row * cols, var + row * cols)) {
       continue;
@@ -143,6 +146,12 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   // Rows are distinct, so threads never share one; dynamic scheduling because
   // the rows' gaps (steps to replay) differ by orders of magnitude.
   gluon_sparse::parallel_dynamic(count, 4, gluon_sparse::team_size(work, count), [&](int64_t i) {
+    if (i + kRowsAhead < count) {
+      const int64_t ahead = rows[i + kRowsAhead] * cols;
+      prefetch_row(weight + ahead, cols);
+      prefetch_row(mean + ahead, cols);
+      prefetch_row(var + ahead, cols);
+    }
     const int64_t row = rows[i];
     const int64_t offset = row * cols;
     gd::replay_row<T>(cols, weight + offset, mean + offset, var + offset, e->history, e->fixed,
