@@ -334,7 +334,8 @@ def replay_lib(tmp_path_factory):
     out = tmp_path_factory.mktemp("rmsprop_replay")
     (out / "driver.cc").write_text(_DRIVER)
     subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", ops,
-                    str(out / "driver.cc"), os.path.join(ops, "host_simd.cc"), "-o",
+                    str(out / "driver.cc"), os.path.join(ops, "host_simd.cc"),
+                    os.path.join(ops, "geometric_decay.cc"), "-o",
                     str(out / "driver.so")], check=True)
     lib = ctypes.CDLL(str(out / "driver.so"))
     p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
@@ -372,7 +373,7 @@ def _random_replay_case(rng):
               * rng.choice([1, 1e-20, 1e-40])).astype(dtype)
     states[0] = np.abs(states[0]) + (states[1] ** 2 if centered else 0)  # n >= g * g
     if rng.random() < 0.3:
-        states[:] = 0
+        states[:] = rng.choice([0.0, -0.0])  # a decay step takes -0 to +0
     if rng.random() < 0.1:
         states[rng.integers(len(states)), rng.integers(cols)] = rng.choice([np.nan, -1.0, np.inf])
     return centered, dtype, history, fixed, w, states, int(rng.integers(0, max(1, steps // 3)))

@@ -32,6 +32,11 @@
 
 #include "optim_rows.h"  // replay_steps: the blocked replay of full steps
 #include "optim_rule.h"
+#if !defined(__CUDACC__)
+#include <type_traits>
+
+#include "geometric_decay.h"
+#endif
 
 namespace gluon_sparse {
 namespace optim {
@@ -125,9 +130,45 @@ GS_HOST_DEVICE bool decay_centered(T* w, T* n, T* gm, T* delta,
   return changed;
 }
 
+#if !defined(__CUDACC__)
+/*!
+ * \brief Whether plain RMSProp's decay steps leave this float32 row's weights
+ *        alone and only take n to fl(gamma1 * n), step after step.
+ *
+ * A decay step makes next = (1 - gamma1) * (+0 * +0) + gamma1 * n = fl(gamma1 * n)
+ * (+0 for n = -0, with 0 < gamma1 < 1) and x = next + epsilon; with epsilon > 0
+ * and n >= 0 (not NaN) x > 0, so the weight is untouched, and with
+ * clip_weights < 0 nothing clips it.
+ * Then a run of k decay steps is n = fl(gamma1 * n) k times (after -0 becomes
+ * +0), which geometric_decay.cc does a vector at a time, setting aside the
+ * lanes at their fixed point: bitwise decay_plain k times, without its
+ * per-element branches.
+ */
+template <typename T, class Sc>
+inline bool plain_decay_is_geometric(int64_t cols, const T* w, const T* n, const Sc& sc) {
+  if (!std::is_same<T, float>::value || !(sc.epsilon > T(0)) || sc.clip_weights >= T(0) ||
+      !(sc.gamma1 > T(0) && sc.gamma1 < T(1))) {  // 0 < gamma1 < 1: +0 stays +0
+    return false;
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    if (!(w[j] - w[j] == T(0)) || !(n[j] >= T(0))) return false;  // non-finite w; n < 0 or NaN
+  }
+  return true;
+}
+
+/*! \brief `steps` decay steps of plain RMSProp's n (plain_decay_is_geometric holds). */
+inline void plain_decay_run(int64_t cols, float* n, float gamma1, int64_t steps) {
+  for (int64_t j = 0; j < cols; ++j) {
+    if (n[j] == 0.0f) n[j] = 0.0f;  // the first step takes -0 to +0
+  }
+  ops::decay_geometric(cols, n, gamma1, steps);
+}
+#endif  // !__CUDACC__
+
 /*!
  * \brief The hook: steps from+1..to of one row (cols elements), decay steps
- *        through decay_plain / decay_centered and skipped once the row settles.
+ *        through decay_plain / decay_centered and skipped once the row settles
+ *        (plain float32 rows: plain_decay_run, a run of decay steps at once).
  */
 template <class Rule, typename T>
 GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
@@ -158,6 +199,17 @@ GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* his
       continue;
     }
     const auto sc = Rule::template scalars<T>(history + t * Rule::kNumStep, fixed, 1.0f);
+#if !defined(__CUDACC__)
+    if constexpr (Rule::kNumStates == 1 && std::is_same<T, float>::value) {
+      if (plain_decay_is_geometric(cols, w, s[0], sc)) {
+        int64_t last = t;
+        while (last < to && is_decay_step(history + (last + 1) * Rule::kNumStep)) ++last;
+        plain_decay_run(cols, s[0], sc.gamma1, last - t + 1);
+        t = last + 1;
+        continue;
+      }
+    }
+#endif
     bool changed = false;
     for (int64_t j = 0; j < cols; ++j) {
       if (!(w[j] - w[j] == T(0))) {  // a non-finite weight: not +0 gradient, the full step
