@@ -10,12 +10,10 @@ decay switched on and off, lr spikes, clipping, zero and -0 states, non-finite
 values, constants outside what the hook takes, on both SIMD builds.
 """
 import ctypes
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from replay_driver import build_driver
 
 _DRIVER = r"""
 #include "optim_rule_adamax.h"
@@ -47,20 +45,9 @@ extern "C" void adamax_replay(int hook, long cols, float* w, float* states, cons
 @pytest.fixture(scope="module")
 def replay_lib(tmp_path_factory):
     """The hook and the step-by-step replay, compiled as the library is."""
-    compiler = shutil.which(os.environ.get("CXX", "g++"))
-    if compiler is None:
-        pytest.skip("no C++ compiler to build the replay driver")
-    ops = os.path.join(os.path.dirname(__file__), "..", "gluon_sparse", "csrc", "ops")
-    out = tmp_path_factory.mktemp("adamax_replay")
-    (out / "driver.cc").write_text(_DRIVER)
-    subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", ops,
-                    str(out / "driver.cc"), os.path.join(ops, "host_simd.cc"),
-                    os.path.join(ops, "geometric_decay.cc"), "-o", str(out / "driver.so")],
-                   check=True)
-    lib = ctypes.CDLL(str(out / "driver.so"))
+    lib = build_driver(tmp_path_factory, "adamax_replay", _DRIVER)
     p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
     lib.adamax_replay.argtypes = [i, c_long, p, p, p, p, c_long, c_long]
-    lib.gluon_sparse_force_simd_path.argtypes = [i]
     return lib
 
 

@@ -18,9 +18,6 @@ value in 6 of a 0.8-factor schedule lands one float32 ulp away from strtof's); t
 library's operators parse them the same way, and the schedule here hits such values.
 """
 import ctypes
-import os
-import shutil
-import subprocess
 
 import mxnet as mx
 import numpy as np
@@ -30,6 +27,7 @@ from mxnet import autograd, gluon
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.optimizer import SparseRMSProp, flush
 from covering import pairwise
+from replay_driver import build_driver
 
 ROWS, UNITS = 24, 3
 
@@ -327,20 +325,9 @@ extern "C" void rms_replay(int centered, int dbl, int hook, long cols, void* w, 
 @pytest.fixture(scope="module")
 def replay_lib(tmp_path_factory):
     """The rules' replay_row hook and the step-by-step replay, compiled as the library is."""
-    compiler = shutil.which(os.environ.get("CXX", "g++"))
-    if compiler is None:
-        pytest.skip("no C++ compiler to build the replay driver")
-    ops = os.path.join(os.path.dirname(__file__), "..", "gluon_sparse", "csrc", "ops")
-    out = tmp_path_factory.mktemp("rmsprop_replay")
-    (out / "driver.cc").write_text(_DRIVER)
-    subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", ops,
-                    str(out / "driver.cc"), os.path.join(ops, "host_simd.cc"),
-                    os.path.join(ops, "geometric_decay.cc"), "-o",
-                    str(out / "driver.so")], check=True)
-    lib = ctypes.CDLL(str(out / "driver.so"))
+    lib = build_driver(tmp_path_factory, "rmsprop_replay", _DRIVER)
     p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
     lib.rms_replay.argtypes = [i, i, i, c_long, p, p, p, p, c_long, c_long]
-    lib.gluon_sparse_force_simd_path.argtypes = [i]
     return lib
 
 

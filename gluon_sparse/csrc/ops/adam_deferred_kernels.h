@@ -24,9 +24,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "adam_kernels.h"
+#include "frozen_weight.h"
 #include "geometric_decay.h"
 
 namespace gluon_sparse {
@@ -176,19 +176,11 @@ inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, 
   const double slack = d_slack + 2.0 * 0x1p-149 / (eps * (1.0 - 1e-6)) + 0x1p-149;
   const double eps2 = eps * eps;
   for (int64_t j = 0; j < cols; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, w + j, sizeof(bits));
-    const int exponent = static_cast<int>((bits >> 23) & 0xff);
-    if (exponent == 0xff) return n + 1;   // inf or NaN: never frozen
-    if (exponent == 0) return kRetry;     // zero or denormal weight: may still move away
+    const double half_ulp = ops::unmoved_bound(w[j]);
+    if (half_ulp != half_ulp) return n + 1;  // inf or NaN: never frozen
+    if (half_ulp == 0.0) return kRetry;      // zero or denormal weight: may still move away
     const double mj = std::fabs(static_cast<double>(m[j])), vj = v[j];
     if (!(mj <= 3.5e38) || !(vj >= 0.0 && vj <= 3.5e38)) return n + 1;
-    // Half of w's ulp, 2^(exponent - 151), or a quarter if the mantissa is 0
-    // (built as a double's bits: exponent - shift + 1023 is always > 0).
-    const uint64_t shift = (bits & 0x7fffff) == 0 ? 152 : 151;
-    const uint64_t half_ulp_bits = (static_cast<uint64_t>(exponent) + 1023 - shift) << 52;
-    double half_ulp;
-    std::memcpy(&half_ulp, &half_ulp_bits, sizeof(half_ulp));
     const double t = half_ulp - slack;
     if (!(t > 0.0)) return kRetry;
     const double num = lr * mj * (1.0 + 1e-5);

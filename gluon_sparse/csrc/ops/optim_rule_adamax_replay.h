@@ -37,8 +37,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "frozen_weight.h"
 #include "geometric_decay.h"
 #include "optim_rows.h"
 
@@ -69,11 +69,9 @@ inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, 
   const double u_slack = static_cast<double>(n) * 0x1p-149;
   const double m_slack = next_bounds_all ? 0x1p-150 / (1.0 - a) : 0.0;  // E
   for (int64_t j = 0; j < cols; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, w + j, sizeof(bits));
-    const int exponent = static_cast<int>((bits >> 23) & 0xff);
-    if (exponent == 0xff) return n + 1;  // inf or NaN: never frozen
-    if (exponent == 0) return kRetry;    // zero or denormal weight: may still move away
+    const double half_ulp = ops::unmoved_bound(w[j]);
+    if (half_ulp != half_ulp) return n + 1;  // inf or NaN: never frozen
+    if (half_ulp == 0.0) return kRetry;      // zero or denormal weight: may still move away
     const double mj = std::fabs(static_cast<double>(m[j])), uj = u[j];
     if (!(mj <= 3.5e38) || !(uj >= 0.0 && uj <= 3.5e38)) return n + 1;
     const double u_least = std::max(0.0, uj * decay_n * (1.0 - 1e-9) - u_slack);
@@ -81,8 +79,6 @@ inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, 
     const double den = (next_bounds_all && uj >= u_normal ? uj : u_least) + eps;
     // Roundings into the denormal range: lr m, the quotient, and E.
     const double slack = (lr * m_slack + 2.0 * 0x1p-149) / (u_least + eps) + 0x1p-149;
-    // Half of w's ulp, 2^(exponent - 151), or a quarter if the mantissa is 0.
-    const double half_ulp = std::ldexp(1.0, exponent - ((bits & 0x7fffff) == 0 ? 152 : 151));
     const double bound = lr * mj * (1.0 + 1e-5) / den + slack;
     if (bound < half_ulp) continue;
     if (!next_bounds_all || !(half_ulp > slack)) return kRetry;

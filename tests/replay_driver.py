@@ -1,0 +1,34 @@
+"""Compile a small C++ driver against the operator library's headers, for tests.
+
+The replay hooks of the optimizer rules are header code; a test drives them
+next to the step-by-step replay from a shared object built here the way the
+library builds its sources (-O3, C++17), with the host SIMD dispatch
+(host_simd.cc) and the geometric decay (geometric_decay.cc) linked in.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+OPS = os.path.join(os.path.dirname(__file__), "..", "gluon_sparse", "csrc", "ops")
+
+
+def build_driver(tmp_path_factory, name, source):
+    """``source`` compiled into a shared object, loaded with ctypes (skips without g++).
+
+    ``gluon_sparse_force_simd_path(int)`` is typed; the caller types its own entry points.
+    """
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    if compiler is None:
+        pytest.skip("no C++ compiler to build the replay driver")
+    out = tmp_path_factory.mktemp(name)
+    (out / "driver.cc").write_text(source)
+    subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", OPS,
+                    str(out / "driver.cc"), os.path.join(OPS, "host_simd.cc"),
+                    os.path.join(OPS, "geometric_decay.cc"), "-o", str(out / "driver.so")],
+                   check=True)
+    lib = ctypes.CDLL(str(out / "driver.so"))
+    lib.gluon_sparse_force_simd_path.argtypes = [ctypes.c_int]
+    return lib
