@@ -52,9 +52,7 @@ bool update_cpu_typed(const Params& p, const Args& a) {
   gluon_sparse::parallel_dynamic(a.nnz, 16, gluon_sparse::team_size(work, a.nnz), [&](int64_t k) {
     if (k + kRowsAhead < a.nnz) {
       const int64_t ahead = a.indices[k + kRowsAhead];
-      prefetch_row(weight + ahead * a.cols, a.cols);
-      prefetch_row(mean + ahead * a.cols, a.cols);
-      prefetch_row(var + ahead * a.cols, a.cols);
+      prefetch_rows(ahead * a.cols, a.cols, weight, mean, var);
       prefetch_value(a.last_step + ahead);
     }
     const int64_t row = a.indices[k];

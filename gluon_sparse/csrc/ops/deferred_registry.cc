@@ -146,12 +146,7 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   // Rows are distinct, so threads never share one; dynamic scheduling because
   // the rows' gaps (steps to replay) differ by orders of magnitude.
   gluon_sparse::parallel_dynamic(count, 4, gluon_sparse::team_size(work, count), [&](int64_t i) {
-    if (i + kRowsAhead < count) {
-      const int64_t ahead = rows[i + kRowsAhead] * cols;
-      prefetch_row(weight + ahead, cols);
-      prefetch_row(mean + ahead, cols);
-      prefetch_row(var + ahead, cols);
-    }
+    if (i + kRowsAhead < count) prefetch_rows(rows[i + kRowsAhead] * cols, cols, weight, mean, var);
     const int64_t row = rows[i];
     const int64_t offset = row * cols;
     gd::replay_row<T>(cols, weight + offset, mean + offset, var + offset, e->history, e->fixed,

@@ -43,6 +43,13 @@ inline void prefetch_row(const T* row, int64_t cols) {
 #endif
 }
 
+/*! \brief prefetch_row of the row at `offset` in each array (a weight and its states). */
+template <typename T, typename... More>
+inline void prefetch_rows(int64_t offset, int64_t cols, const T* array, const More*... more) {
+  prefetch_row(array + offset, cols);
+  if constexpr (sizeof...(more) > 0) prefetch_rows(offset, cols, more...);
+}
+
 /*! \brief Ask for one value (a row's step counter) to be written. */
 template <typename T>
 inline void prefetch_value(const T* p) {
