@@ -136,26 +136,11 @@ inline ReplayHints scan_history(const StepRecord* history, int64_t to) {
 // and tests/test_deferred_adam.py compare them); float32 only (float64 keeps
 // the full replay).
 //
-// When no step can move w. With u = 2^-24, a = b1 (1 + u) and c^2 = b2 (1 - u),
-// j steps ahead each product has rounded by at most u (or 2^-150 absolutely
-// in the denormal range), so
-//     |m_j| <= a^j |m| + E,  E = 2^-150 / (1 - a),  |m_j| <= |m|,
-//     v_j >= c^2j v while v_j is normal,  v_j >= c^2j v - j 2^-149 always,
-// and the step's update fl(fl(lr m_j) / fl(fl(sqrt v_j) + eps)) is at most
-//     (1 + 4u) lr |m_j| / (sqrt(v_j) + eps) + slack (the denormal roundings).
-// a^j / (c^j sqrt(v) + eps) does not grow with j when a < c (b1^2 < b2, a
-// little), so then the next step bounds every later one:
-//     D = max_lr (|m| (1 + 4u) / (sqrt(v) + eps) + E / eps) + slack,
-// or, when v may become denormal within the n steps or a >= c, the step with
-// the least v does:  D = max_lr |m| (1 + 4u) / (sqrt(v_min) + eps) + slack,
-// v_min = max(0, c^2n v - n 2^-149). w stays while D is below half its ulp (a
-// quarter if w is a power of two, whose lower neighbour is half an ulp away).
-// The test needs no square root or division by an element:
-//     (max_lr |m| (1 + 1e-5))^2 < T^2 (v + eps^2),  T = threshold - the rest of D,
-// since (sqrt(v) + eps)^2 >= v + eps^2. The first element that fails it stops
-// the test, and its quotient of the two sides, r^2, says how many full steps
-// to run before asking again: r^2 shrinks by b1^2 / b2 a step while sqrt(v)
-// outweighs eps (faster when not).
+// When no step can move w: the step's update fl(fl(lr m) / fl(fl(sqrt v) + eps))
+// is at most (1 + 4u) |lr| |m| / (sqrt(v) + eps), u = 2^-24, plus the rounding
+// of lr m into the denormal range (at most 2^-150, taken as 2^-148 here) over
+// the denominator: frozen_weight.h's bound for this form (steps_until_frozen_sqrt)
+// with coef = the largest |lr| of the steps to replay.
 
 /*!
  * \brief 0 if no step of the n to come can change w (see above); otherwise
@@ -163,36 +148,8 @@ inline ReplayHints scan_history(const StepRecord* history, int64_t to) {
  */
 inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, const float* v,
                                   const FixedScalars& f, float max_lr, int64_t n) {
-  constexpr int64_t kRetry = 8;  // full steps before asking again when r^2 cannot say
-  constexpr double u = 0x1p-24;
-  const double b1 = f.beta1, b2 = f.beta2, eps = f.epsilon, lr = max_lr;
-  const double a = b1 * (1.0 + u), c2 = b2 * (1.0 - u);
-  const bool next_bounds_all = a * a < c2;
-  const double decay_n = std::pow(c2, static_cast<double>(n));
-  const double v_normal = 0x1p-126 / decay_n;  // from here v stays normal for n steps
-  const double v_slack = static_cast<double>(n) * 0x1p-149;
-  // E / eps, and the rounding of lr * m and of the quotient into the denormal range.
-  const double d_slack = next_bounds_all ? lr * 0x1p-150 / ((1.0 - a) * eps) : 0.0;
-  const double slack = d_slack + 2.0 * 0x1p-149 / (eps * (1.0 - 1e-6)) + 0x1p-149;
-  const double eps2 = eps * eps;
-  for (int64_t j = 0; j < cols; ++j) {
-    const double half_ulp = ops::unmoved_bound(w[j]);
-    if (half_ulp != half_ulp) return n + 1;  // inf or NaN: never frozen
-    if (half_ulp == 0.0) return kRetry;      // zero or denormal weight: may still move away
-    const double mj = std::fabs(static_cast<double>(m[j])), vj = v[j];
-    if (!(mj <= 3.5e38) || !(vj >= 0.0 && vj <= 3.5e38)) return n + 1;
-    const double t = half_ulp - slack;
-    if (!(t > 0.0)) return kRetry;
-    const double num = lr * mj * (1.0 + 1e-5);
-    const double v_least = next_bounds_all && vj >= v_normal
-                               ? vj : std::max(0.0, vj * decay_n - v_slack);
-    const double lhs = num * num, rhs = t * t * (v_least + eps2);
-    if (lhs < rhs) continue;
-    if (!next_bounds_all) return kRetry;
-    const double steps = std::log(lhs / rhs) / std::log(b2 / (b1 * b1));
-    return steps < static_cast<double>(n) ? static_cast<int64_t>(steps) + 1 : n + 1;
-  }
-  return 0;
+  return ops::steps_until_frozen_sqrt(cols, w, m, v, f.beta1, f.beta2, f.epsilon, max_lr,
+                                      2.0 * 0x1p-149, n);
 }
 
 /*! \brief Steps s .. to of a frozen row: m and v decay, w stays (see above). */

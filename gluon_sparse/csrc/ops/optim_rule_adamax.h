@@ -29,8 +29,8 @@
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULE_ADAMAX_H_
 
 #include <cmath>
-#include <type_traits>
 
+#include "frozen_replay.h"
 #include "optim_rule.h"
 #include "optim_rule_adamax_replay.h"
 
@@ -108,23 +108,16 @@ struct AdamaxRule {
   }
 
   /*!
-   * The replay hook (optim_rule_adamax_replay.h): float32 rows on the host stop
-   * full steps once no step to come can move a weight; elsewhere the generic
-   * replay runs (false).
+   * The replay hook (frozen_replay.h, optim_rule_adamax_replay.h): float32
+   * rows on the host stop full steps once no step to come can move a weight;
+   * elsewhere the generic replay runs (false).
    */
   static constexpr bool kHasReplayRow = true;
   template <typename T>
   GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
                                         const float* fixed, int64_t from, int64_t to) {
-#if defined(__CUDACC__)
-    return false;
-#else
-    if constexpr (std::is_same<T, float>::value) {
-      return adamax_replay::replay_row<AdamaxRule>(cols, w, s, history, fixed, from, to);
-    } else {
-      return false;
-    }
-#endif
+    using frozen_replay::hook;
+    return hook<adamax_replay::Policy, AdamaxRule, T>(cols, w, s, history, fixed, from, to);
   }
 
   /*!

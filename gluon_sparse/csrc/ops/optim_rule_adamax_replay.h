@@ -1,6 +1,7 @@
 /*!
  * AdaMax's faster exact replay of the steps a row missed (the rule's optional
- * `replay_row` hook, optim_rule.h): host code, float32 rows.
+ * `replay_row` hook, optim_rule.h): host code, float32 rows, run by
+ * frozen_replay.h with the policy below.
  *
  * A step without gradient whose record has wd == 0 and a finite lr (a "decay
  * step") has g = 0 * 1 + w * 0 = +0 (clipping keeps +0), so with beta1, beta2
@@ -25,7 +26,7 @@
  * least u does. w stays while the bound is below half its ulp (a quarter for
  * a power of two). The largest |lr| of the range stands for every step's.
  *
- * Bitwise equal to the step-by-step replay (tests/test_adamax_replay_hook.py
+ * Bitwise equal to the step-by-step replay (tests/test_frozen_replay.py
  * compares them over random rows, histories and constants, both SIMD builds).
  * Rows of a long absence: 100 rows of 128 back after 1,000 / 3,000 / 10,000
  * steps replay in 1.6 / 2.2 / 4.5 ms instead of 2.9 / 6.0 / 27 ms.
@@ -33,23 +34,15 @@
 #ifndef GLUON_SPARSE_CSRC_OPS_OPTIM_RULE_ADAMAX_REPLAY_H_
 #define GLUON_SPARSE_CSRC_OPS_OPTIM_RULE_ADAMAX_REPLAY_H_
 
-#if !defined(__CUDACC__)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "frozen_weight.h"
-#include "geometric_decay.h"
-#include "optim_rows.h"
 
 namespace gluon_sparse {
 namespace optim {
 namespace adamax_replay {
-
-/*! \brief Whether a step without gradient with this record is a decay step (see above). */
-inline bool is_decay_step(const float* record) {
-  return record[1] == 0.0f && ops::is_finite(record[0]);
-}
 
 /*!
  * \brief 0 if no decay step of the n to come, each with |lr| <= max_lr, can
@@ -89,65 +82,36 @@ inline int64_t steps_until_frozen(int64_t cols, const float* w, const float* m, 
   return 0;
 }
 
-/*!
- * \brief Steps from+1..to of one float32 row; false (nothing done) when the
- *        constants or the history leave nothing to gain, for the generic replay.
- */
-template <class Rule>
-inline bool replay_row(int64_t cols, float* w, float* const* s, const float* history,
-                       const float* fixed, int64_t from, int64_t to) {
-  constexpr int64_t kMinFrozenSteps = 16;  // below this a check costs what it saves
-  const float beta1 = fixed[0], one_minus_beta1 = fixed[1], beta2 = fixed[2], eps = fixed[3];
-  if (!(beta1 > 0.5f && beta1 < 1.0f && beta2 > 0.5f && beta2 < 1.0f &&
-        one_minus_beta1 > 0.0f && ops::is_finite(one_minus_beta1) && eps >= 0.0f &&
-        ops::is_finite(eps))) {
-    return false;
+/*! \brief frozen_replay.h's policy for AdaMax (see above). */
+template <class AdamaxRule>
+struct Policy {
+  using Rule = AdamaxRule;
+
+  static bool takes(const float* fixed) {
+    const float beta1 = fixed[0], one_minus_beta1 = fixed[1], beta2 = fixed[2], eps = fixed[3];
+    return beta1 > 0.5f && beta1 < 1.0f && beta2 > 0.5f && beta2 < 1.0f &&
+           one_minus_beta1 > 0.0f && ops::is_finite(one_minus_beta1) && eps >= 0.0f &&
+           ops::is_finite(eps);
   }
-  // The decay steps after the last other one, and their largest |lr|.
-  int64_t last_full = from;
-  float max_lr = 0.0f;
-  for (int64_t t = from + 1; t <= to; ++t) {
-    const float* record = history + t * Rule::kNumStep;
-    if (!is_decay_step(record)) {
-      last_full = t;
-      max_lr = 0.0f;
-    } else {
-      max_lr = std::max(max_lr, std::fabs(record[0]));
-    }
+
+  /*! \brief Whether a step without gradient with this record is a decay step (see above). */
+  static bool is_decay_step(const float* record) {
+    return record[1] == 0.0f && ops::is_finite(record[0]);
   }
-  if (to - last_full < kMinFrozenSteps) return false;
-  StatePtrs<float> states;
-  for (int k = 0; k < Rule::kNumStates; ++k) states.p[k] = s[k];
-  int64_t t = from + 1;
-  if (last_full >= t) replay_steps<Rule, float>(cols, w, states, history, fixed, t, last_full);
-  t = last_full + 1;
-  float* m = s[0];
-  float* u = s[1];
-  while (t <= to) {
-    int64_t last = to;
-    if (to - t + 1 >= kMinFrozenSteps) {
-      const int64_t wait =
-          steps_until_frozen(cols, w, m, u, beta1, beta2, eps, max_lr, to - t + 1);
-      if (wait == 0) {
-        for (int64_t j = 0; j < cols; ++j) {  // the first decay step takes -0 to +0
-          if (m[j] == 0.0f) m[j] = 0.0f;
-          if (u[j] == 0.0f) u[j] = 0.0f;
-        }
-        ops::decay_geometric(cols, m, beta1, to - t + 1);
-        ops::decay_geometric(cols, u, beta2, to - t + 1);
-        return true;
-      }
-      last = std::min(to, t + wait - 1);
-    }
-    replay_steps<Rule, float>(cols, w, states, history, fixed, t, last);
-    t = last + 1;
+
+  struct Range {
+    float max_lr = 0.0f;  //!< the largest |lr|
+    void add(const float* record) { max_lr = std::max(max_lr, std::fabs(record[0])); }
+  };
+
+  static int64_t steps_until_frozen(int64_t cols, const float* w, float* const* s,
+                                    const float* fixed, const Range& range, int64_t n) {
+    return adamax_replay::steps_until_frozen(cols, w, s[0], s[1], fixed[0], fixed[2], fixed[3],
+                                             range.max_lr, n);
   }
-  return true;
-}
+};
 
 }  // namespace adamax_replay
 }  // namespace optim
 }  // namespace gluon_sparse
-#endif  // !__CUDACC__
-
 #endif  // GLUON_SPARSE_CSRC_OPS_OPTIM_RULE_ADAMAX_REPLAY_H_

@@ -24,8 +24,10 @@
 
 #include <cmath>
 
+#include "frozen_replay.h"
 #include "optim_rule.h"
 #include "optim_rule_adamax.h"
+#include "optim_rule_nadam_replay.h"
 
 namespace gluon_sparse {
 namespace optim {
@@ -90,6 +92,19 @@ struct NadamRule {
     const T m_bar = add(mul(div(g, sc.g_div), sc.one_minus_momentum),
                         mul(div(m, sc.m_div), sc.momentum_next));
     *w = sub(*w, div(mul(m_bar, sc.lr), add(sqrt_rn(div(v, sc.v_div)), sc.epsilon)));
+  }
+
+  /*!
+   * The replay hook (frozen_replay.h, optim_rule_nadam_replay.h): float32 rows
+   * on the host stop full steps once no step to come can move a weight;
+   * elsewhere the generic replay runs (false).
+   */
+  static constexpr bool kHasReplayRow = true;
+  template <typename T>
+  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
+                                        const float* fixed, int64_t from, int64_t to) {
+    using frozen_replay::hook;
+    return hook<nadam_replay::Policy, NadamRule, T>(cols, w, s, history, fixed, from, to);
   }
 
   /*!
