@@ -89,9 +89,25 @@ struct NadamRule {
     const T v = add(mul(s[1], sc.beta2), mul(mul(g, sc.one_minus_beta2), g));
     s[0] = m;
     s[1] = v;
-    const T m_bar = add(mul(div(g, sc.g_div), sc.one_minus_momentum),
-                        mul(div(m, sc.m_div), sc.momentum_next));
-    *w = sub(*w, div(mul(m_bar, sc.lr), add(sqrt_rn(div(v, sc.v_div)), sc.epsilon)));
+    const T m_bar = add(mul(div_unless_one(g, sc.g_div), sc.one_minus_momentum),
+                        mul(div_unless_one(m, sc.m_div), sc.momentum_next));
+    *w = sub(*w, div(mul(m_bar, sc.lr), add(sqrt_rn(div_unless_one(v, sc.v_div)), sc.epsilon)));
+  }
+
+  /*!
+   * \brief fl(x / d), skipping the division when d is 1 (x / 1 is x, bit for
+   *        bit). The three divisors are 1 - (a product of momenta, or of beta2)
+   *        and round to exactly 1 once that product is below 2^-25: after a few
+   *        dozen updates for m_schedule, after ~17,000 for beta2^t (0.999), so
+   *        in steady state a step costs two divisions an element, not four.
+   *        The test is on a step scalar, the same for every element, and costs
+   *        nothing measurable when d is not 1. The replay's full steps (AVX2,
+   *        128 columns): 0.62 ns an element-step, 0.41 with m_schedule's
+   *        divisors at 1, 0.31 with beta2^t's too.
+   */
+  template <typename T>
+  GS_HOST_DEVICE static T div_unless_one(T x, T d) {
+    return d == T(1) ? x : ops::div(x, d);
   }
 
   /*!
