@@ -27,7 +27,13 @@
  * not a decay step, then full steps until the bound says frozen, then the two
  * decays. Bitwise equal to the step-by-step replay (tests/test_frozen_replay.py).
  * `takes` must admit only beta1 and beta2 (fixed[0], fixed[2]) in (0.5, 1)
- * with 1 - beta1 > 0, for which the decays are exact.
+ * with 1 - beta1 > 0, for which the decays are exact: a decay step is
+ * m = fl(beta1 m) + (+0), and only there does a nonzero m never reach zero
+ * (fl(beta1 x) of one denormal unit is one unit), so that the + (+0) never
+ * turns a -0 into +0 after the first step. With beta1 = 0.5, m halves to -0
+ * and the step makes it +0, which the plain decay would not
+ * (test_long_gaps_bitwise in tests/test_optimizer_nadam.py and
+ * test_optimizer_adamax.py fails if this is relaxed).
  */
 #ifndef GLUON_SPARSE_CSRC_OPS_FROZEN_REPLAY_H_
 #define GLUON_SPARSE_CSRC_OPS_FROZEN_REPLAY_H_
