@@ -12,8 +12,8 @@
  *     w = w - fl(fl(m_bar lr) / fl(sqrt(fl(v / v_div)) + epsilon)),
  * g's term of m_bar being fl(fl(+0 / g_div) (1 - momentum)) = +-0. As Adam's
  * and AdaMax's, m never reaches zero, so the weight keeps moving, ever more
- * slowly, and each full step costs four divisions and a square root an
- * element.
+ * slowly, and each full step costs a square root and up to four divisions an
+ * element (two once the schedule's divisors round to 1, optim_rule_nadam.h).
  *
  * The update is Adam's form, coef |m| / (sqrt(v) + epsilon), with coef =
  * |lr momentum_next / m_div| (v_div <= 1 and rounding is monotonic, so
