@@ -82,7 +82,7 @@ def _lr_wd_clip(rng, steps, base_lr, edge):
     return out
 
 
-def _adamax_history(rng, steps, beta1, beta2, edge):
+def _adamax_history(rng, steps, edge):
     return _lr_wd_clip(rng, steps, 0.002, edge).astype(np.float32)
 
 
@@ -136,7 +136,7 @@ def _random_case(rng, rule, edge=False):
     if rule == "adamax":
         eps = float(rng.choice([0.0, 1e-8, 1e-3]))
         fixed = np.array([beta1, 1.0 - beta1, beta2, eps], np.float32)
-        history = _adamax_history(rng, steps, beta1, beta2, edge)
+        history = _adamax_history(rng, steps, edge)
     else:
         eps = float(rng.choice([1e-8, 1e-3] if edge else [0.0, 1e-8, 1e-8, 1e-3]))
         fixed = np.array([beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps], np.float32)
