@@ -13,6 +13,15 @@ from gluon_sparse.sklearn import SparseMLPClassifier, _training
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Python's own Ctrl-C handler for each test, whatever the runner started with: a
+    shell's background job inherits SIGINT ignored, which the library rightly leaves alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 class _LosesInterrupt:
     """Receives Ctrl-C inside its __del__, where CPython prints the KeyboardInterrupt and drops it."""
 
