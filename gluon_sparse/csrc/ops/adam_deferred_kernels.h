@@ -165,10 +165,9 @@ inline void replay_frozen(int64_t cols, const float* w, float* m, float* v,
       m[j] = b1 * m[j] + omb1 * (w[j] * history[t].wd);
       if (!std::signbit(m[j])) break;  // +0: b1 * +0 + (+-0) = +0 at every later step
     }
-    if (v[j] == 0.0f) v[j] = 0.0f;  // -0 * b2 + +0 = +0; +0 is a fixed point
   }
   ops::decay_geometric(cols, m, b1, to - s + 1);
-  ops::decay_geometric(cols, v, b2, to - s + 1);
+  ops::decay_geometric_adding_zero(cols, v, b2, to - s + 1);  // v's gradient term is +0
 }
 #endif  // !__CUDACC__
 

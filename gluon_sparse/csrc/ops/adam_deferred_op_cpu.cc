@@ -53,7 +53,7 @@ bool update_cpu_typed(const Params& p, const Args& a) {
     if (k + kRowsAhead < a.nnz) {
       const int64_t ahead = a.indices[k + kRowsAhead];
       prefetch_rows(ahead * a.cols, a.cols, weight, mean, var);
-      prefetch_value(a.last_step + ahead);
+      prefetch_row(a.last_step + ahead, 1);
     }
     const int64_t row = a.indices[k];
     const int64_t offset = row * a.cols;

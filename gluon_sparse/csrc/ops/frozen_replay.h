@@ -81,19 +81,13 @@ inline bool replay_row(int64_t cols, float* w, float* const* s, const float* his
   int64_t t = from + 1;
   if (last_full >= t) replay_steps<Rule, float>(cols, w, states, history, fixed, t, last_full);
   t = last_full + 1;
-  float* m = s[0];
-  float* v = s[1];
   while (t <= to) {
     int64_t last = to;
     if (to - t + 1 >= kMinFrozenSteps) {
       const int64_t wait = Policy::steps_until_frozen(cols, w, s, fixed, range, to - t + 1);
       if (wait == 0) {
-        for (int64_t j = 0; j < cols; ++j) {  // the first decay step takes -0 to +0
-          if (m[j] == 0.0f) m[j] = 0.0f;
-          if (v[j] == 0.0f) v[j] = 0.0f;
-        }
-        ops::decay_geometric(cols, m, fixed[0], to - t + 1);
-        ops::decay_geometric(cols, v, fixed[2], to - t + 1);
+        ops::decay_geometric_adding_zero(cols, s[0], fixed[0], to - t + 1);
+        ops::decay_geometric_adding_zero(cols, s[1], fixed[2], to - t + 1);
         return true;
       }
       last = std::min(to, t + wait - 1);
@@ -114,22 +108,29 @@ namespace optim {
 namespace frozen_replay {
 
 /*!
- * \brief A rule's replay_row hook: replay_row<Policy<Rule>> for float32 rows on
- *        the host; false (the generic replay) for other types and in CUDA.
+ * \brief The replay_row hook (optim_rule.h) of a rule that takes the frozen
+ *        replay: the rule derives from it,
+ *            struct NadamRule : frozen_replay::Hook<nadam_replay::Policy, NadamRule>.
+ *        replay_row<Policy<Rule>> for float32 rows on the host; false (the
+ *        generic replay) for other types and in CUDA.
  */
-template <template <class> class Policy, class Rule, typename T>
-GS_HOST_DEVICE bool hook(int64_t cols, T* w, T* const* s, const float* history,
-                         const float* fixed, int64_t from, int64_t to) {
+template <template <class> class Policy, class Rule>
+struct Hook {
+  static constexpr bool kHasReplayRow = true;
+  template <typename T>
+  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
+                                        const float* fixed, int64_t from, int64_t to) {
 #if defined(__CUDACC__)
-  return false;
-#else
-  if constexpr (std::is_same<T, float>::value) {
-    return replay_row<Policy<Rule>>(cols, w, s, history, fixed, from, to);
-  } else {
     return false;
-  }
+#else
+    if constexpr (std::is_same<T, float>::value) {
+      return frozen_replay::replay_row<Policy<Rule>>(cols, w, s, history, fixed, from, to);
+    } else {
+      return false;
+    }
 #endif
-}
+  }
+};
 
 }  // namespace frozen_replay
 }  // namespace optim

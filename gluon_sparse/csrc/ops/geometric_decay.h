@@ -44,6 +44,22 @@ namespace ops {
  */
 void decay_geometric(int64_t count, float* x, float b, int64_t n);
 
+/*!
+ * \brief n >= 1 steps of x[j] = fl(b * x[j]) + (+0), for j < count: the step
+ *        without gradient of an optimizer state whose gradient term is +0 (the
+ *        frozen replays' m and v, plain RMSProp's n).
+ *
+ * The first addition takes a -0 to +0; after it the steps are decay_geometric.
+ * Exact when no nonzero x can round to -0 on the way: 0.5 < b < 1 (a nonzero
+ * x never reaches zero), or x >= 0.
+ */
+inline void decay_geometric_adding_zero(int64_t count, float* x, float b, int64_t n) {
+  for (int64_t j = 0; j < count; ++j) {
+    if (x[j] == 0.0f) x[j] = 0.0f;
+  }
+  decay_geometric(count, x, b, n);
+}
+
 }  // namespace ops
 }  // namespace gluon_sparse
 

@@ -69,6 +69,8 @@
  *   Return true when the row was replayed, false to fall back on the
  *   step-by-step replay (nothing written). Must equal the step-by-step replay
  *   bitwise (test it so). Called on the host and in CUDA (one thread a row).
+ *   A rule whose momentum decays without reaching zero (AdaMax, Nadam) gets
+ *   both by deriving from frozen_replay::Hook with a policy (frozen_replay.h).
  *
  * - Optional: `static constexpr Parse kStepParse[] = {...};` (kNumStep
  *   entries): how MXNet's reference operator parses each step scalar from its

@@ -69,7 +69,12 @@ GS_HOST_DEVICE T adamax_composed_grad(T grad, T w, T rescale_grad, T wd, T clip)
   return g;
 }
 
-struct AdamaxRule {
+/*!
+ * The replay hook comes from frozen_replay::Hook (frozen_replay.h,
+ * optim_rule_adamax_replay.h): float32 rows on the host stop full steps once no step
+ * to come can move a weight; elsewhere the generic replay runs.
+ */
+struct AdamaxRule : frozen_replay::Hook<adamax_replay::Policy, AdamaxRule> {
   static constexpr const char* kName = "adamax";
   static constexpr int kNumStates = 2;
   static constexpr const char* kStateNames[] = {"mean", "max_norm"};
@@ -105,19 +110,6 @@ struct AdamaxRule {
     s[0] = m;
     s[1] = u;
     *w = sub(*w, div(mul(m, sc.lr), add(u, sc.epsilon)));
-  }
-
-  /*!
-   * The replay hook (frozen_replay.h, optim_rule_adamax_replay.h): float32
-   * rows on the host stop full steps once no step to come can move a weight;
-   * elsewhere the generic replay runs (false).
-   */
-  static constexpr bool kHasReplayRow = true;
-  template <typename T>
-  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
-                                        const float* fixed, int64_t from, int64_t to) {
-    using frozen_replay::hook;
-    return hook<adamax_replay::Policy, AdamaxRule, T>(cols, w, s, history, fixed, from, to);
   }
 
   /*!

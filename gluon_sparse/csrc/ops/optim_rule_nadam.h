@@ -32,7 +32,12 @@
 namespace gluon_sparse {
 namespace optim {
 
-struct NadamRule {
+/*!
+ * The replay hook comes from frozen_replay::Hook (frozen_replay.h,
+ * optim_rule_nadam_replay.h): float32 rows on the host stop full steps once no step
+ * to come can move a weight; elsewhere the generic replay runs.
+ */
+struct NadamRule : frozen_replay::Hook<nadam_replay::Policy, NadamRule> {
   static constexpr const char* kName = "nadam";
   static constexpr int kNumStates = 2;
   static constexpr const char* kStateNames[] = {"mean", "var"};
@@ -108,19 +113,6 @@ struct NadamRule {
   template <typename T>
   GS_HOST_DEVICE static T div_unless_one(T x, T d) {
     return d == T(1) ? x : ops::div(x, d);
-  }
-
-  /*!
-   * The replay hook (frozen_replay.h, optim_rule_nadam_replay.h): float32 rows
-   * on the host stop full steps once no step to come can move a weight;
-   * elsewhere the generic replay runs (false).
-   */
-  static constexpr bool kHasReplayRow = true;
-  template <typename T>
-  GS_HOST_DEVICE static bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
-                                        const float* fixed, int64_t from, int64_t to) {
-    using frozen_replay::hook;
-    return hook<nadam_replay::Policy, NadamRule, T>(cols, w, s, history, fixed, from, to);
   }
 
   /*!

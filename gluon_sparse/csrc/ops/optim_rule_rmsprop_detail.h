@@ -155,20 +155,13 @@ inline bool plain_decay_is_geometric(int64_t cols, const T* w, const T* n, const
   }
   return true;
 }
-
-/*! \brief `steps` decay steps of plain RMSProp's n (plain_decay_is_geometric holds). */
-inline void plain_decay_run(int64_t cols, float* n, float gamma1, int64_t steps) {
-  for (int64_t j = 0; j < cols; ++j) {
-    if (n[j] == 0.0f) n[j] = 0.0f;  // the first step takes -0 to +0
-  }
-  ops::decay_geometric(cols, n, gamma1, steps);
-}
 #endif  // !__CUDACC__
 
 /*!
  * \brief The hook: steps from+1..to of one row (cols elements), decay steps
  *        through decay_plain / decay_centered and skipped once the row settles
- *        (plain float32 rows: plain_decay_run, a run of decay steps at once).
+ *        (plain float32 rows: a run of decay steps at once,
+ *        decay_geometric_adding_zero).
  */
 template <class Rule, typename T>
 GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* history,
@@ -204,7 +197,7 @@ GS_HOST_DEVICE bool replay_row(int64_t cols, T* w, T* const* s, const float* his
       if (plain_decay_is_geometric(cols, w, s[0], sc)) {
         int64_t last = t;
         while (last < to && is_decay_step(history + (last + 1) * Rule::kNumStep)) ++last;
-        plain_decay_run(cols, s[0], sc.gamma1, last - t + 1);
+        ops::decay_geometric_adding_zero(cols, s[0], sc.gamma1, last - t + 1);
         t = last + 1;
         continue;
       }

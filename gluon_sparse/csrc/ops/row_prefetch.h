@@ -50,16 +50,6 @@ inline void prefetch_rows(int64_t offset, int64_t cols, const T* array, const Mo
   if constexpr (sizeof...(more) > 0) prefetch_rows(offset, cols, more...);
 }
 
-/*! \brief Ask for one value (a row's step counter) to be written. */
-template <typename T>
-inline void prefetch_value(const T* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 1, 3);
-#else
-  (void)p;
-#endif
-}
-
 }  // namespace gluon_sparse
 
 #endif  // GLUON_SPARSE_CSRC_OPS_ROW_PREFETCH_H_
