@@ -9,18 +9,15 @@ touched by the step, so the caller chooses which rows move and for how long
 rows stay absent.
 """
 import ctypes
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-import gluon_sparse
 import gluon_sparse.optimizer as gs_optimizer
 from gluon_sparse.nn import FullyConnectedSparse
+from replay_driver import compile_driver
 
 
 def make_net(init, dtype):
@@ -141,20 +138,10 @@ def run(optimizer, reference, init, dtype, plan, seed=0):
 
 # ------------------------------------------------------- replay_row hooks, host C++
 def build_replay_harness(out_dir):
-    """tests/rule_replay_harness.cc compiled against the rule headers; None without a compiler.
-
-    Built like the operator library (no -march: no fused multiply-adds on x86-64).
-    """
-    cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
-    if cxx is None:
-        return None
-    ops = Path(gluon_sparse.__file__).parent / "csrc" / "ops"
-    out = Path(out_dir) / "rule_replay_harness.so"
-    built = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-I", str(ops),
-                            str(Path(__file__).with_name("rule_replay_harness.cc")), "-o",
-                            str(out)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    return ctypes.CDLL(str(out))
+    """tests/rule_replay_harness.cc compiled against the rule headers as the replay
+    drivers are (replay_driver.compile_driver); None without a compiler."""
+    return compile_driver(Path(__file__).with_name("rule_replay_harness.cc"),
+                          Path(out_dir) / "rule_replay_harness.so")
 
 
 def _replay(lib, rule, weight, states, history, fixed, start, end, hook):
