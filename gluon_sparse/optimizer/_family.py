@@ -41,7 +41,7 @@ import inspect
 import mxnet as mx
 import numpy as np
 
-from .. import _native
+from .. import _interrupt, _native
 from . import _family_state, deferred
 
 __all__ = ["Rule", "SparseRuleMixin", "supports_deferred", "family_names"]
@@ -239,10 +239,15 @@ class SparseRuleMixin(abc.ABC):
         together, the others through :meth:`update` one by one. Steps are
         counted and the rule's scalars computed in the order of ``index``, as
         one-by-one updates would (Nadam's momentum schedule depends on it).
+        Ctrl-C waits for the end of the call (the updates happen all or none).
         """
-        if not isinstance(index, (list, tuple)):
-            self._update_one(index, weight, grad, state)
-            return
+        with _interrupt.held_back():
+            if isinstance(index, (list, tuple)):
+                self._update_list(index, weight, grad, state)
+            else:
+                self._update_one(index, weight, grad, state)
+
+    def _update_list(self, index, weight, grad, state):
         rule = self._rule()
         fused = []
         for i, w, g, s in zip(index, weight, grad, state):

@@ -41,6 +41,8 @@ The hooks, and why each exists:
 ``Trainer.step``, ``Trainer.update``
     Count as the training step: ``Trainer._update`` reads ``list_data()`` to
     hand the weights to the optimizer, whose update catches its rows up itself.
+    Ctrl-C waits for the end of the step (``_interrupt.held_back``), so that
+    an interrupted training saves every parameter after the same step.
 ``Parameter.data``, ``Parameter.list_data``
     Reads outside those: flush first (free when nothing is pending).
 ``Parameter.set_data``
@@ -58,11 +60,12 @@ The hooks, and why each exists:
     Writes into the ``out`` arrays: flush those that are deferred weights.
 """
 import abc
-import contextlib
 import threading
 import weakref
 
 import mxnet as mx
+
+from .. import _interrupt
 
 __all__ = ["DeferredState", "track", "untrack", "state_of", "flush_arrays", "install"]
 
@@ -152,29 +155,37 @@ def _flat(out):
 
 
 # ------------------------------------------------------------------ the hooks
-@contextlib.contextmanager
-def _forward_or_step():
-    """Mark this thread as inside a forward pass or a training step (reads do not flush)."""
-    _inside.depth += 1
-    try:
-        yield
-    finally:
-        _inside.depth -= 1
-
-
+# _inside.depth counts the forward passes and training steps running in this
+# thread (reads inside them do not flush). Each hook restores the depth it
+# found, also when Ctrl-C lands between its increment and its ``try``: a count
+# left one too high would silence every later flush, and save stale weights.
 def _block_call(self, *args):
-    with _forward_or_step():
+    depth = _inside.depth
+    try:
+        _inside.depth = depth + 1
         return _originals["Block.__call__"](self, *args)
+    finally:
+        _inside.depth = depth
+
+
+def _training_step(original, trainer, args, kwargs):
+    # A step counts updates, queues operators and records steps in the deferred
+    # states: Ctrl-C waits for the end of the step, which is then done for every
+    # parameter or (interrupted before this hook) for none.
+    with _interrupt.held_back():
+        _inside.depth += 1
+        try:
+            return original(trainer, *args, **kwargs)
+        finally:
+            _inside.depth -= 1
 
 
 def _trainer_step(self, *args, **kwargs):
-    with _forward_or_step():
-        return _originals["Trainer.step"](self, *args, **kwargs)
+    return _training_step(_originals["Trainer.step"], self, args, kwargs)
 
 
 def _trainer_update(self, *args, **kwargs):
-    with _forward_or_step():
-        return _originals["Trainer.update"](self, *args, **kwargs)
+    return _training_step(_originals["Trainer.update"], self, args, kwargs)
 
 
 def _parameter_data(self, ctx=None):

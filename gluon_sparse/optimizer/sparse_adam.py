@@ -13,7 +13,7 @@ import math
 import mxnet as mx
 import numpy as np
 
-from .. import _native
+from .. import _interrupt, _native
 from . import _adamw, _family
 from . import deferred as deferred_adam
 
@@ -184,10 +184,15 @@ class SparseAdam(mx.optimizer.Adam):
         (row_sparse gradients, deferred state, float16 master copies, GPU)
         take :meth:`update` one by one. Steps are counted, and learning rates
         computed, in the order of ``index``, as one-by-one updates would.
+        Ctrl-C waits for the end of the call (the updates happen all or none).
         """
-        if not isinstance(index, (list, tuple)):
-            super().update_multi_precision(index, weight, grad, state)
-            return
+        with _interrupt.held_back():
+            if isinstance(index, (list, tuple)):
+                self._update_list(index, weight, grad, state)
+            else:
+                super().update_multi_precision(index, weight, grad, state)
+
+    def _update_list(self, index, weight, grad, state):
         fused, decoupled = {}, []
         for i, w, g, s in zip(index, weight, grad, state):
             if self._fusable(w, g, s):
