@@ -9,6 +9,7 @@ from ._compat import import_mxnet as _import_mxnet
 _import_mxnet()
 
 from ._version import __version__  # noqa: E402
+from . import _fork  # noqa: E402,F401  (forks wait for MXNet's engine without hanging)
 from . import data, nn, optimizer  # noqa: E402  (optimizer registers 'sparseadam')
 
 __all__ = ["__version__", "data", "nn", "optimizer"]

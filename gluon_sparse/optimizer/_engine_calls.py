@@ -13,7 +13,8 @@ the engine runs it after every queued reader and writer of the weight and
 before any later one, on one of its own threads, and this thread goes on.
 
 The function runs on an engine thread (holding the GIL while it runs); it must
-not wait for the engine itself.
+not wait for the engine itself. Such a call still queued when the process
+forks would hang the fork, but for :mod:`gluon_sparse._fork`.
 """
 import ctypes
 import itertools
