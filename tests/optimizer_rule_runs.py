@@ -1,6 +1,8 @@
 """Training runs shared by the AdaGrad and FTRL tests: one FullyConnectedSparse
 weight trained through gluon.Trainer by a Sparse<Class> optimizer, next to MXNet's
 own optimizer applied to the same gradients made dense (its standard update).
+And the host harness of the rules' replay_row hooks (tests/rule_replay_harness.cc),
+shared by every test of a hook.
 
 The loss is ``sum(net(x) * c)``: the weight's gradient ``x^T c`` does not depend
 on the weight, so every run sees the same gradients and any difference in the
@@ -9,6 +11,9 @@ touched by the step, so the caller chooses which rows move and for how long
 rows stay absent.
 """
 import ctypes
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import mxnet as mx
@@ -17,7 +22,8 @@ from mxnet import autograd, gluon
 
 import gluon_sparse.optimizer as gs_optimizer
 from gluon_sparse.nn import FullyConnectedSparse
-from replay_driver import compile_driver
+
+OPS = Path(__file__).resolve().parent.parent / "gluon_sparse" / "csrc" / "ops"
 
 
 def make_net(init, dtype):
@@ -137,9 +143,31 @@ def run(optimizer, reference, init, dtype, plan, seed=0):
 
 
 # ------------------------------------------------------- replay_row hooks, host C++
+def compile_driver(source_path, out_path):
+    """``source_path`` (C++) compiled into the shared object ``out_path`` the way the
+    library builds its sources (-O3, C++17), with the host SIMD dispatch (host_simd.cc)
+    and the geometric decay (geometric_decay.cc) linked in, and loaded with ctypes;
+    None without a C++ compiler.
+
+    ``gluon_sparse_force_simd_path(int)`` is typed; the caller types its own entry points.
+    """
+    compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+    if compiler is None:
+        return None
+    built = subprocess.run([compiler, "-O3", "-std=c++17", "-fPIC", "-shared", "-I", str(OPS),
+                            str(source_path), str(OPS / "host_simd.cc"),
+                            str(OPS / "geometric_decay.cc"), "-o", str(out_path)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    lib = ctypes.CDLL(str(out_path))
+    lib.gluon_sparse_force_simd_path.argtypes = [ctypes.c_int]
+    return lib
+
+
 def build_replay_harness(out_dir):
-    """tests/rule_replay_harness.cc compiled against the rule headers as the replay
-    drivers are (replay_driver.compile_driver); None without a compiler."""
+    """tests/rule_replay_harness.cc compiled by :func:`compile_driver`; None without a
+    compiler. The tests take it from the session fixture ``rule_replay_harness``
+    (tests/conftest.py)."""
     return compile_driver(Path(__file__).with_name("rule_replay_harness.cc"),
                           Path(out_dir) / "rule_replay_harness.so")
 
@@ -153,25 +181,45 @@ def _replay(lib, rule, weight, states, history, fixed, start, end, hook):
         ctypes.c_int(hook))
 
 
-def check_replay_hook(lib, rule, cases):
+def assert_same_bits(got, want, what=""):
+    """Bit for bit, except that any NaN equals any NaN: NaN payloads and signs are not
+    reproducible (the compiler may swap the operands of + and *)."""
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.dtype == b.dtype, (what, k, a.dtype, b.dtype)
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg="%s array %d: NaNs"
+                                      % (what, k))
+        kind = np.uint32 if a.dtype == np.float32 else np.uint64
+        bits = lambda x: np.ascontiguousarray(x)[~np.isnan(x)].view(kind)  # noqa: E731
+        np.testing.assert_array_equal(bits(a), bits(b), err_msg="%s array %d" % (what, k))
+
+
+def check_replay_hook(lib, rule, cases, simd_paths=(None,)):
     """Every case replayed by the rule's replay_row hook equals the step-by-step replay
-    bitwise, and a refused case is left untouched. Returns how many the hook took.
+    bit for bit (:func:`assert_same_bits`), and a refused case is left untouched.
+    Returns how many cases the hook took (on the last SIMD path).
 
     ``cases`` yields (weight row, states (k, cols), history (steps, kNumStep) float32,
-    fixed scalars, from, to).
+    fixed scalars, from, to); ``simd_paths`` the host SIMD builds to run the hook on
+    (``gluon_sparse_force_simd_path``: 0 baseline, 1 AVX2; None: the machine's).
     """
     taken = 0
-    for weight, states, history, fixed, start, end in cases:
-        want_w, want_s = weight.copy(), states.copy()
-        _replay(lib, rule, want_w, want_s, history, fixed, start, end, 0)
-        got_w, got_s = weight.copy(), states.copy()
-        took = _replay(lib, rule, got_w, got_s, history, fixed, start, end, 1)
-        if took:
-            taken += 1
-            assert_bitwise([got_w, got_s], [want_w, want_s],
-                           "%s replay %d..%d" % (rule, start, end))
-        else:
-            assert_bitwise([got_w, got_s], [weight, states], "%s refused replay" % rule)
+    try:
+        for case, (weight, states, history, fixed, start, end) in enumerate(cases):
+            want_w, want_s = weight.copy(), states.copy()
+            _replay(lib, rule, want_w, want_s, history, fixed, start, end, 0)
+            for path in simd_paths:
+                lib.gluon_sparse_force_simd_path(-1 if path is None else path)
+                got_w, got_s = weight.copy(), states.copy()
+                took = _replay(lib, rule, got_w, got_s, history, fixed, start, end, 1)
+                what = "%s case %d, replay %d..%d, %s x %d, fixed %s, SIMD path %s" % (
+                    rule, case, start, end, weight.dtype, weight.size, list(fixed), path)
+                if took:
+                    assert_same_bits([got_w, got_s], [want_w, want_s], what)
+                else:
+                    assert_same_bits([got_w, got_s], [weight, states], "refused " + what)
+            taken += took
+    finally:
+        lib.gluon_sparse_force_simd_path(-1)
     return taken
 
 

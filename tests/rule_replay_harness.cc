@@ -1,18 +1,18 @@
-// Host harness for the rules' replay_row hooks (tests/test_optimizer_{adagrad,ftrl}.py):
-// a row replayed step by step with Rule::apply<false>, as the framework's default
-// replay does, and the same row through Rule::replay_row, for float and double.
-// Built by the tests with the system C++ compiler against gluon_sparse/csrc/ops.
+// Host harness for the rules' replay_row hooks (tests/test_optimizer_{adagrad,ftrl,rmsprop}.py,
+// tests/test_frozen_replay.py): a row replayed step by step with Rule::apply<false>, as the
+// framework's default replay does, or the same row through Rule::replay_row, for float and
+// double. Built once per test session (tests/conftest.py) with the system C++ compiler
+// against gluon_sparse/csrc/ops, as optimizer_rule_runs.compile_driver says.
 #include <cstdint>
 
-#include "optim_rule.h"
-#include "optim_rule_adagrad.h"
-#include "optim_rule_ftrl.h"
+#include "optim_rules.h"
 
 namespace {
 
 using gluon_sparse::optim::kMaxStates;
 
-// states: kNumStates arrays of `cols` values, one after the other.
+// states: kNumStates arrays of `cols` values, one after the other. Returns whether the
+// hook took the row (1; the step-by-step replay always does).
 template <class Rule, typename T>
 int replay(int64_t cols, T* w, T* states, const float* history, const float* fixed,
            int64_t from, int64_t to, int use_hook) {
@@ -45,5 +45,10 @@ int replay(int64_t cols, T* w, T* states, const float* history, const float* fix
     return replay<RULE, double>(c, w, s, h, f, a, b, hook);                                 \
   }
 
+// Every rule with a replay_row hook.
 GS_HARNESS(adagrad, gluon_sparse::optim::AdaGradRule)
+GS_HARNESS(adamax, gluon_sparse::optim::AdamaxRule)
 GS_HARNESS(ftrl, gluon_sparse::optim::FtrlRule)
+GS_HARNESS(nadam, gluon_sparse::optim::NadamRule)
+GS_HARNESS(rmsprop, gluon_sparse::optim::RmspropRule)
+GS_HARNESS(rmsprop_centered, gluon_sparse::optim::RmspropCenteredRule)

@@ -10,9 +10,9 @@ import pytest
 from mxnet import gluon
 
 from gluon_sparse.optimizer import SparseAdaGrad
-from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
-                                 check_replay_hook, gap_schedule, last_step_marks, make_net,
-                                 odd_history, run, train_step, trained_arrays)
+from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, check_replay_hook,
+                                 gap_schedule, last_step_marks, make_net, odd_history, run,
+                                 train_step, trained_arrays)
 from covering import pairwise
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_adagrad (which only has wd = 0;
@@ -169,14 +169,6 @@ def test_registry_trainer_by_name_and_bad_arguments():
         SparseAdaGrad(lazy_update=True, wd=0.1)
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    lib = build_replay_harness(tmp_path_factory.mktemp("adagrad_harness"))
-    if lib is None:
-        pytest.skip("no C++ compiler to build tests/rule_replay_harness.cc")
-    return lib
-
-
 def _replay_cases(rng, count):
     for trial in range(count):
         dtype, cols = (np.float32, np.float64)[trial % 2], (5, 37)[trial % 5 == 4]
@@ -205,13 +197,13 @@ def _replay_cases(rng, count):
                int(rng.integers(start, steps + 1)))
 
 
-def test_replay_hook_equals_step_by_step(harness):
+def test_replay_hook_equals_step_by_step(rule_replay_harness):
     """AdaGradRule::replay_row is bitwise the replay of every step: over steps with wd = 0
     nothing moves; over steps with weight decay the history stays and div is +0, so each
     step is w + (+0 + w * wd) * -lr, or the full step where eps is not > 0. It refuses rows
     whose history is -0 or NaN, and identity ranges over a weight that is not finite."""
     cases = list(_replay_cases(np.random.default_rng(0), 4000))
-    taken = check_replay_hook(harness, "adagrad", cases)
+    taken = check_replay_hook(rule_replay_harness, "adagrad", cases)
     moving = sum(1 for _, _, history, _, start, end in cases
                  if (history[start + 1:end + 1, 1] != 0).any())
     assert taken > 2500 and moving > 500

@@ -8,9 +8,9 @@ import pytest
 from mxnet import gluon
 
 from gluon_sparse.optimizer import SparseFtrl
-from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, build_replay_harness,
-                                 check_replay_hook, gap_schedule, last_step_marks, make_net,
-                                 odd_history, run, state_arrays, train_step, trained_arrays)
+from optimizer_rule_runs import (MXNetReference, assert_bitwise, batch, check_replay_hook,
+                                 gap_schedule, last_step_marks, make_net, odd_history, run,
+                                 state_arrays, train_step, trained_arrays)
 
 # MXNet 1.9.1 tests/python/unittest/test_optimizer.py, test_ftrl.
 MXNET_GRID = [{}, {"clip_gradient": 0.5}, {"clip_gradient": 0.4, "rescale_grad": 0.14},
@@ -175,14 +175,6 @@ def test_scalars_as_mxnet_parses_them():
     np.testing.assert_array_equal(scaled, [scalar_float32(v) for v in values[::5]])
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    lib = build_replay_harness(tmp_path_factory.mktemp("ftrl_harness"))
-    if lib is None:
-        pytest.skip("no C++ compiler to build tests/rule_replay_harness.cc")
-    return lib
-
-
 def _replay_cases(rng, count):
     """Rows of every kind (fresh, trained, odd values) over histories with odd scalars."""
     fixeds = [[0.01, 1.0], [0.0, 0.3], [1.0, 1.0], [0.01, 0.0]]
@@ -211,8 +203,9 @@ def _replay_cases(rng, count):
                int(rng.integers(start, steps + 1)))
 
 
-def test_replay_hook_equals_step_by_step(harness):
+def test_replay_hook_equals_step_by_step(rule_replay_harness):
     """FtrlRule::replay_row (first missed step, then the last) is bitwise the replay of every
     step, including rows and histories where it must refuse (non-finite z, n or w, lr <= 0)."""
-    taken = check_replay_hook(harness, "ftrl", _replay_cases(np.random.default_rng(0), 4000))
+    taken = check_replay_hook(rule_replay_harness, "ftrl",
+                              _replay_cases(np.random.default_rng(0), 4000))
     assert taken > 1200  # the O(1) form is the common case

@@ -17,7 +17,6 @@ MXNet parses float parameters with dmlc::stof, which is not correctly rounded (a
 value in 6 of a 0.8-factor schedule lands one float32 ulp away from strtof's); the
 library's operators parse them the same way, and the schedule here hits such values.
 """
-import ctypes
 
 import mxnet as mx
 import numpy as np
@@ -27,7 +26,7 @@ from mxnet import autograd, gluon
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.optimizer import SparseRMSProp, flush
 from covering import pairwise
-from replay_driver import build_driver
+from optimizer_rule_runs import check_replay_hook
 
 ROWS, UNITS = 24, 3
 
@@ -283,54 +282,6 @@ def test_first_update_after_begin_num_update(centered, clip_weights):
 
 
 # ------------------------------------------------------------ the replay hook
-_DRIVER = r"""
-#include "optim_rule_rmsprop.h"
-using namespace gluon_sparse::optim;
-template <typename R, typename T>
-void replay(int hook, long cols, T* w, T* states, const float* history, const float* fixed,
-            long from, long to) {
-  T* s[R::kNumStates];
-  for (int k = 0; k < R::kNumStates; ++k) s[k] = states + k * cols;
-  if (hook) { R::template replay_row<T>(cols, w, s, history, fixed, from, to); return; }
-  for (long t = from + 1; t <= to; ++t) {  // the generic replay: apply<false> step by step
-    const auto sc = R::template scalars<T>(history + t * R::kNumStep, fixed, 1.0f);
-    for (long j = 0; j < cols; ++j) {
-      T st[R::kNumStates];
-      for (int k = 0; k < R::kNumStates; ++k) st[k] = s[k][j];
-      R::template apply<false>(T(0), w + j, st, sc);
-      for (int k = 0; k < R::kNumStates; ++k) s[k][j] = st[k];
-    }
-  }
-}
-template <typename R>
-void dispatch(int dbl, int hook, long cols, void* w, void* s, const float* h, const float* f,
-              long from, long to) {
-  if (dbl) {
-    replay<R, double>(hook, cols, (double*)w, (double*)s, h, f, from, to);
-  } else {
-    replay<R, float>(hook, cols, (float*)w, (float*)s, h, f, from, to);
-  }
-}
-extern "C" void rms_replay(int centered, int dbl, int hook, long cols, void* w, void* s,
-                           const float* h, const float* f, long from, long to) {
-  if (centered) {
-    dispatch<RmspropCenteredRule>(dbl, hook, cols, w, s, h, f, from, to);
-  } else {
-    dispatch<RmspropRule>(dbl, hook, cols, w, s, h, f, from, to);
-  }
-}
-"""
-
-
-@pytest.fixture(scope="module")
-def replay_lib(tmp_path_factory):
-    """The rules' replay_row hook and the step-by-step replay, compiled as the library is."""
-    lib = build_driver(tmp_path_factory, "rmsprop_replay", _DRIVER)
-    p, i, c_long = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
-    lib.rms_replay.argtypes = [i, i, i, c_long, p, p, p, p, c_long, c_long]
-    return lib
-
-
 def _random_replay_case(rng):
     """A row, its states and a history: schedules, wd switching on and off, odd values."""
     dtype = np.float32 if rng.random() < 0.6 else np.float64
@@ -366,35 +317,17 @@ def _random_replay_case(rng):
     return centered, dtype, history, fixed, w, states, int(rng.integers(0, max(1, steps // 3)))
 
 
-def _assert_same_bits_or_both_nan(got, want, what):
-    # NaN payloads are not reproducible (the compiler may swap operands of + and *).
-    nan = np.isnan(want)
-    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=what)
-    _assert_bitwise(got[~nan], want[~nan], what)
-
-
-def test_replay_hook_equals_step_by_step_replay(replay_lib):
+def test_replay_hook_equals_step_by_step_replay(rule_replay_harness):
     """The hook (decay steps without sqrt/div, settled rows skipped, runs of wd steps
     through the blocked replay on either SIMD build) bitwise against apply<false> step
     by step, over 600 random rows: denormal decay to the fixed point, lr schedules, wd
     switching, infinite / NaN / -0 weights, odd constants."""
     rng = np.random.default_rng(12)
-    try:
-        for case in range(600):
-            centered, dtype, history, fixed, w, states, start = _random_replay_case(rng)
-            results = []
-            for hook, simd_path in ((0, -1), (1, 0), (1, 1)):
-                replay_lib.gluon_sparse_force_simd_path(simd_path)
-                w_out, s_out = w.copy(), states.copy()
-                replay_lib.rms_replay(int(centered), int(dtype == np.float64), hook, len(w),
-                                      w_out.ctypes.data, s_out.ctypes.data, history.ctypes.data,
-                                      fixed.ctypes.data, start, len(history) - 1)
-                results.append((w_out, s_out))
-            what = "case %d (centered=%s, %s, fixed %s)" % (case, centered, dtype.__name__, fixed)
-            for path, (w_out, s_out) in enumerate(results[1:]):
-                _assert_same_bits_or_both_nan(w_out, results[0][0],
-                                              "weight, SIMD build %d, %s" % (path, what))
-                _assert_same_bits_or_both_nan(s_out, results[0][1],
-                                              "states, SIMD build %d, %s" % (path, what))
-    finally:
-        replay_lib.gluon_sparse_force_simd_path(-1)
+    taken = 0
+    for _ in range(600):
+        centered, dtype, history, fixed, w, states, start = _random_replay_case(rng)
+        taken += check_replay_hook(rule_replay_harness,
+                                   "rmsprop_centered" if centered else "rmsprop",
+                                   [(w, states, history, fixed, start, len(history) - 1)],
+                                   simd_paths=(0, 1))
+    assert taken == 600  # the hook takes every row
