@@ -20,6 +20,7 @@ def _slow_writes(out, count=6):
 
 def test_call_runs_after_earlier_writes_and_before_later_ones():
     b = mx.nd.zeros((2000, 2000))
+    b.wait_to_read()  # allocated by the zeros operator: its address is final from here
     pointer = ctypes.c_void_p()
     mx.base.check_call(mx.base._LIB.MXNDArrayGetData(b.handle, ctypes.byref(pointer)))
     seen = []

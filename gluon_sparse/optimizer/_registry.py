@@ -37,7 +37,7 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from .. import _native
+from .. import _interrupt, _native
 from . import _engine_calls, _parameter_hooks
 
 __all__ = ["DTYPE_CODES", "library", "data_pointer", "array_pointer",
@@ -145,15 +145,18 @@ def _release(state, pointer, owner):
     keeps the weight right for whoever reads it next, with or without a state.
     """
     weight = state["_weight"]
-    try:
-        flush_rows(state)  # may run inside autograd.record(): flush_rows pauses it
-    finally:
-        # Whatever the flush did, the registry must forget the arrays before they
-        # are freed: a stale entry would hand a later weight at the same address
-        # freed memory as its state. Forward passes already queued look the weight
-        # up when they run: unregister in engine order, after them, without waiting.
-        _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
-                           weight.context, [weight], "gluon_sparse_deferred_unregister")
+    # Ctrl-C (in whatever code the collector interrupted) waits: the unregister
+    # below must be queued before the arrays can be freed.
+    with _interrupt.held_back():
+        try:
+            flush_rows(state)  # may run inside autograd.record(): flush_rows pauses it
+        finally:
+            # Whatever the flush did, the registry must forget the arrays before they
+            # are freed: a stale entry would hand a later weight at the same address
+            # freed memory as its state. Forward passes already queued look the weight
+            # up when they run: unregister in engine order, after them, without waiting.
+            _engine_calls.push(functools.partial(_unregister, pointer, owner, dict(state)),
+                               weight.context, [weight], "gluon_sparse_deferred_unregister")
 
 
 def registered_count():
@@ -203,6 +206,12 @@ class RegisteredState(_parameter_hooks.DeferredState):
         """
         if self._weight is not None and weight.handle.value == self._weight.handle.value:
             return  # the same array: no pointer look-up (it would wait for pending writes)
+        # Registered, then its finalizer made: Ctrl-C between the two would leave an
+        # entry that nothing unregisters when the arrays are freed.
+        with _interrupt.held_back():
+            self._bind(weight)
+
+    def _bind(self, weight):
         previous = _parameter_hooks.state_of(weight)
         if previous is not None and previous is not self:
             # Another state (a replaced Trainer's) still owes this weight rows: settle them.
