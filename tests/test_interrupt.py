@@ -166,6 +166,12 @@ def _values(net):
 def _step_interrupted_at(trainer, line):
     """``trainer.step`` with Ctrl-C at the ``line``-th line that the library, Gluon's Trainer
     or MXNet's optimizer run in it; whether it was interrupted."""
+    return _interrupted_at(lambda: trainer.step(16), line)
+
+
+def _interrupted_at(function, line):
+    """``function()`` with Ctrl-C at the ``line``-th line that the library, Gluon's Trainer
+    or MXNet's optimizer run in it; whether it was interrupted."""
     import sys
     traced = ("gluon_sparse", "mxnet/gluon/trainer.py", "mxnet/optimizer")
     count = 0
@@ -181,7 +187,7 @@ def _step_interrupted_at(trainer, line):
 
     sys.settrace(tracer)
     try:
-        trainer.step(16)
+        function()
     except KeyboardInterrupt:
         return True
     finally:
@@ -230,3 +236,47 @@ def test_ctrl_c_anywhere_in_a_deferred_step_leaves_one_consistent_model(optimize
             np.testing.assert_array_equal(a, b, err_msg="line %d" % line)
     assert line > 50  # the step runs many traced lines, each interrupted once
     assert outcomes == {1, 2}  # interrupted before the step, and held until its end
+
+
+def test_ctrl_c_anywhere_in_unbinding_a_deferred_state_leaves_no_stale_entry():
+    """Ctrl-C at every traced line of a deferred state's unbind (flush, then the unregister
+    queued on the engine): afterwards the state is either unbound and the operator
+    library's registry no longer holds the weight, or (interrupted before it began) still
+    bound and registered; never one without the other. The weight reads as eager's."""
+    import gc
+
+    import mxnet as mx
+    from gluon_sparse.optimizer import _registry
+    batches = _batches(2)
+    net, trainer = _net_and_trainer("sparseadam", deferred=False)
+    for x in batches:
+        _forward_backward(net, x)
+        trainer.step(16)
+    eager = _values(net)
+    gc.collect()  # states of earlier tests unregister now, not during the loop
+    mx.nd.waitall()
+    before = _registry.registered_count()
+    outcomes = set()
+    for line in range(1, 100000):
+        net, trainer = _net_and_trainer("sparseadam", deferred=True)
+        for x in batches:
+            _forward_backward(net, x)
+            trainer.step(16)
+        state = next(s for s in trainer._updaters[0].states.values()
+                     if isinstance(s, _registry.RegisteredState))
+        assert _registry.registered_count() == before + 1
+        if not _interrupted_at(state.unbind, line):
+            break
+        mx.nd.waitall()  # a queued unregister has run
+        if state._finalizer is None:  # unbound (Ctrl-C held until the end)
+            assert state._weight is None and _registry.registered_count() == before, line
+        else:  # interrupted before it began: still bound and registered
+            assert state._weight is not None, line
+            assert _registry.registered_count() == before + 1, line
+        outcomes.add("unbound" if state._finalizer is None else "before")
+        for a, b in zip(_values(net), eager):
+            np.testing.assert_array_equal(a, b, err_msg="line %d" % line)
+        del net, trainer, state
+        gc.collect()  # a state still bound unregisters when collected
+        mx.nd.waitall()
+    assert line > 10 and outcomes == {"before", "unbound"}

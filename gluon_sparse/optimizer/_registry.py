@@ -252,10 +252,13 @@ class RegisteredState(_parameter_hooks.DeferredState):
 
     def unbind(self):
         """Flush the bound weight and unregister the state (no-op when unbound)."""
-        if self._finalizer is not None:
+        if self._finalizer is None:
+            self._unbind_state()
+            return
+        with _interrupt.held_back():  # not left bound to a weight it no longer updates
             _parameter_hooks.untrack(self._weight, self)
             self._finalizer()
-        self._unbind_state()
+            self._unbind_state()
 
     def detach(self):
         """Flush, then forget the bound weight (it is about to be replaced or dropped).
