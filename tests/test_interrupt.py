@@ -307,21 +307,22 @@ def _pickle(net, trainer, tmp):
     pickle.loads(pickle.dumps(net))
 
 
+@pytest.mark.parametrize("optimizer", ["sparseadam", "sparsenag"])
 @pytest.mark.parametrize("action", [_forward, _save_and_load, _save_and_load_states, _pickle])
-def test_ctrl_c_anywhere_in_reads_and_writes_of_a_deferred_model(action, tmp_path):
+def test_ctrl_c_anywhere_in_reads_and_writes_of_a_deferred_model(action, optimizer, tmp_path):
     """Ctrl-C at every traced line of a forward pass, save + load, save_states + load_states
     and pickling of a deferred model two steps in: its parameters still read as eager's
     after two steps, and two more steps give eager's after four, bit for bit."""
     from gluon_sparse.optimizer import _parameter_hooks
     batches = _batches(4)
-    net, trainer = _net_and_trainer("sparseadam", deferred=False)
+    net, trainer = _net_and_trainer(optimizer, deferred=False)
     after = []
     for x in batches:
         _forward_backward(net, x)
         trainer.step(16)
         after.append(_values(net))
     for line in range(1, 100000):
-        net, trainer = _net_and_trainer("sparseadam", deferred=True)
+        net, trainer = _net_and_trainer(optimizer, deferred=True)
         for x in batches[:2]:
             _forward_backward(net, x)
             trainer.step(16)
