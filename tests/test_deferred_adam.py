@@ -524,7 +524,7 @@ def test_ctrl_c_during_deferred_training_exits_cleanly(tmp_path):
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         try:
-            out, err = proc.communicate(timeout=20)  # it exits in ~0.3 s: generous, not a bound
+            out, err = proc.communicate(timeout=60)  # generous: the bound is measured, not asserted
         except subprocess.TimeoutExpired:
             # CPython runs a signal's handler at the next bytecode boundary, which may lie in
             # a __del__ (MXNet's NDArray.__del__ runs every step); a KeyboardInterrupt raised
