@@ -123,19 +123,29 @@ def test_sigkilled_cache_writers_leave_whole_entries_and_removable_staging(tmp_p
     rng = random.Random(0)
     writers = Writers(cache_dir)
     checked = set()
+
+    def staging():
+        return [n for n in os.listdir(cache_dir) if n.startswith(".staging-")]
+
     try:
-        for _ in range(8):
+        # Eight writers killed, and more until the last kill lands mid-save: a writer's
+        # first save removes the staging its killed predecessor left, so only the last
+        # kill's can show that kills hit saves, and give the cleanup below work.
+        kills = 0
+        while kills < 8 or not staging():
+            assert kills < 40, "no kill of 40 landed inside a save"
             pid = writers.start("new")
             time.sleep(rng.uniform(0.05, 0.5))  # anywhere in a save (the writer saves non-stop)
             os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)  # the kill has landed: a save it cut stays cut
+            kills += 1
             for name in set(os.listdir(cache_dir)) - checked:
                 if not name.startswith("."):
                     assert assert_whole_or_none(data_cache.load_cached(name, cache_dir), X, y)
                     checked.add(name)
     finally:
         writers.close()
-    # Kills landed mid-save (else the test proved little): staging was left behind.
-    assert any(n.startswith(".staging-") for n in os.listdir(cache_dir))
+    assert staging()  # the last kill cut a save
     # The next save removes every dead writer's staging directory.
     data_cache.save_cached("last", cache_dir, X[:10], y[:10], True, ["x"])
     assert [n for n in os.listdir(cache_dir) if n.startswith(".")] == []
