@@ -104,12 +104,18 @@ def trained_arrays(net, trainer):
 
 
 def assert_bitwise(got, want, what=""):
-    """Equal values, NaNs in the same places, and the same signs of zeros."""
+    """Lists of arrays equal bit for bit (signs of zeros included), except that any NaN
+    equals any NaN in the same place: NaN payloads and signs are not reproducible (the
+    compiler may swap the operands of + and *)."""
+    assert len(got) == len(want), (what, len(got), len(want))
     for k, (a, b) in enumerate(zip(got, want)):
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         assert a.dtype == b.dtype, (what, k, a.dtype, b.dtype)
-        np.testing.assert_array_equal(a, b, err_msg="%s array %d" % (what, k))
-        np.testing.assert_array_equal(np.signbit(a), np.signbit(b),
-                                      err_msg="%s array %d: signs of zeros" % (what, k))
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg="%s array %d: NaNs"
+                                      % (what, k))
+        kind = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+        np.testing.assert_array_equal(a[~np.isnan(a)].view(kind), b[~np.isnan(b)].view(kind),
+                                      err_msg="%s array %d" % (what, k))
 
 
 def gap_schedule(num_rows, steps, seed, never=0.2):
@@ -181,21 +187,9 @@ def _replay(lib, rule, weight, states, history, fixed, start, end, hook):
         ctypes.c_int(hook))
 
 
-def assert_same_bits(got, want, what=""):
-    """Bit for bit, except that any NaN equals any NaN: NaN payloads and signs are not
-    reproducible (the compiler may swap the operands of + and *)."""
-    for k, (a, b) in enumerate(zip(got, want)):
-        assert a.dtype == b.dtype, (what, k, a.dtype, b.dtype)
-        np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg="%s array %d: NaNs"
-                                      % (what, k))
-        kind = np.uint32 if a.dtype == np.float32 else np.uint64
-        bits = lambda x: np.ascontiguousarray(x)[~np.isnan(x)].view(kind)  # noqa: E731
-        np.testing.assert_array_equal(bits(a), bits(b), err_msg="%s array %d" % (what, k))
-
-
 def check_replay_hook(lib, rule, cases, simd_paths=(None,)):
     """Every case replayed by the rule's replay_row hook equals the step-by-step replay
-    bit for bit (:func:`assert_same_bits`), and a refused case is left untouched.
+    bit for bit (:func:`assert_bitwise`), and a refused case is left untouched.
     Returns how many cases the hook took (on the last SIMD path).
 
     ``cases`` yields (weight row, states (k, cols), history (steps, kNumStep) float32,
@@ -214,9 +208,9 @@ def check_replay_hook(lib, rule, cases, simd_paths=(None,)):
                 what = "%s case %d, replay %d..%d, %s x %d, fixed %s, SIMD path %s" % (
                     rule, case, start, end, weight.dtype, weight.size, list(fixed), path)
                 if took:
-                    assert_same_bits([got_w, got_s], [want_w, want_s], what)
+                    assert_bitwise([got_w, got_s], [want_w, want_s], what)
                 else:
-                    assert_same_bits([got_w, got_s], [weight, states], "refused " + what)
+                    assert_bitwise([got_w, got_s], [weight, states], "refused " + what)
             taken += took
     finally:
         lib.gluon_sparse_force_simd_path(-1)

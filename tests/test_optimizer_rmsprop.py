@@ -26,7 +26,7 @@ from mxnet import autograd, gluon
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.optimizer import SparseRMSProp, flush
 from covering import pairwise
-from optimizer_rule_runs import check_replay_hook
+from optimizer_rule_runs import assert_bitwise, check_replay_hook
 
 ROWS, UNITS = 24, 3
 
@@ -78,13 +78,8 @@ def _state_arrays(trainer):
     return [a.asnumpy() for a in arrays]
 
 
-def _bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
-
-
 def _assert_bitwise(got, want, what):
-    np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=what)
+    assert_bitwise([got], [want], what)
 
 
 class _Run:
