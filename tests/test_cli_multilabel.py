@@ -75,3 +75,40 @@ def test_bad_multilabel_input_is_one_line(tmp_path, capsys):
     assert code != 0
     assert "bad.txt, line 3: label 7 is out of range for num_labels=5" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_predict_defaults_to_at_most_the_models_labels_and_refuses_proba(tmp_path, capsys):
+    X, Y = _planted(60)
+    Y = [[label % 3] for label, *_ in Y]
+    _write(tmp_path / "few.txt", X, Y)
+    model_dir = tmp_path / "few"
+    assert cli.main(["train", "--multilabel", str(tmp_path / "few.txt"), "--model-dir",
+                     str(model_dir), "--epochs", "1", "--hidden", "4", "--num-sampled", "2",
+                     "--quiet"]) == 0
+    out = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(tmp_path / "few.txt"), "--model-dir", str(model_dir),
+                     "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 60 and all(len(line.split()) == 3 for line in lines)
+    capsys.readouterr()
+    assert cli.main(["predict", str(tmp_path / "few.txt"), "--model-dir", str(model_dir),
+                     "--out", str(out), "--proba"]) == 2
+    assert "--proba is for single-label classifiers" in capsys.readouterr().err
+    before = (tmp_path / "few.txt").read_bytes()
+    assert cli.main(["predict", str(tmp_path / "few.txt"), "--model-dir", str(model_dir),
+                     "--out", str(tmp_path / "few.txt")]) == 2
+    assert "is the input file" in capsys.readouterr().err
+    assert (tmp_path / "few.txt").read_bytes() == before
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,1 1:1\n2 2:nan\n", "line 2: non-finite value nan of feature 2"),
+    ("0,1 1:1\n2 2:1\n1 0:1\n", "line 3: invalid feature index in '0:1'"),
+])
+def test_multilabel_files_are_checked_like_single_label_ones(tmp_path, capsys, text, message):
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    assert cli.main(["train", "--multilabel", str(bad), "--zero-based", "false", "--model-dir",
+                     str(tmp_path / "m")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

@@ -159,3 +159,18 @@ def test_a_failed_save_leaves_nothing_behind(cached, monkeypatch, caplog):
     data_cache.save_cached("full", cache_dir, X, y, zero_based, [path])
     assert leftovers(cache_dir) == [] and "full" not in entries(cache_dir)
     assert any("could not write cache entry" in r.getMessage() for r in caplog.records)
+
+
+def test_numpy_sizes_and_pathlike_cache_directories(tmp_path):
+    """num_features as a NumPy integer keys the same entry as the int (it once failed to
+    serialise), and a pathlib cache directory is used, not the default one."""
+    path = tmp_path / "train.libsvm"
+    path.write_text(TEXT)
+    cache_dir = tmp_path / "cache"
+    first = LibSVMDataset(str(path), num_features=np.int64(12), cache=cache_dir)
+    assert len(entries(cache_dir)) == 1
+    again = LibSVMDataset(str(path), num_features=12, cache=str(cache_dir))
+    assert len(entries(cache_dir)) == 1 and first.data.shape == again.data.shape == (40, 12)
+    assert (first.data != again.data).nnz == 0
+    with pytest.raises(ValueError, match="num_features must be a positive integer"):
+        LibSVMDataset(str(path), num_features=True, cache=cache_dir)

@@ -462,3 +462,9 @@ def test_serial_and_parallel_paths_give_identical_results():
         messages.append(str(info.value))
     assert messages[0] == messages[1] == "t, line 60001: invalid feature value in '7:x' " \
         "(expected a number)"
+
+
+@pytest.mark.parametrize("paths", [None, 123, [None]])
+def test_a_path_that_is_no_path_is_named(paths):
+    with pytest.raises(TypeError, match="expected a path .* got (NoneType|int)"):
+        load_libsvm(paths)

@@ -82,12 +82,33 @@ def test_random_xc_file_matches_sklearn_and_header(tmp_path):
     (b"0 1:1\n7 2:1\n", {"num_labels": 5}, r"x.txt, line 2: label 7 is out of range for num_labels=5"),
     (b"0 1:1\n1 2:x\n", {}, r"x.txt, line 2: invalid feature value"),
     (b"2 0 3\n0 1:1\n", {}, r"x.txt, line 1: the header .* must be positive"),
+    # Labels that are no ids are reported before any size is taken from them.
+    (b"0 1:1\ninf 2:1\n", {}, r"x.txt, line 2: label inf is not a label id"),
+    (b"0 1:1\nnan 2:1\n", {"num_labels": 5}, r"x.txt, line 2: label nan is not a label id"),
+    (b"0 1:1\n1e20 2:1\n", {}, r"x.txt, line 2: label 1e\+20 is not a label id"),
+    (b"1 5 3\n1e20 2:1\n", {}, r"x.txt, line 2: label 1e\+20 is not a label id"),
+    # One-based indices: feature 0 is an error, as load_libsvm's (it was column -1).
+    (b"0,2 1:1 3:2\n1 0:1\n", {"zero_based": False}, r"x.txt, line 2: invalid feature index "
+                                                     r"in '0:1': index 0 with zero_based=False"),
+    (b"0 1:1\n1 2:nan\n", {"allow_nonfinite": False},
+     r"x.txt, line 2: non-finite value nan of feature 2"),
+    (b"2 5 3\n0 1:1\n1 2:inf\n", {"allow_nonfinite": False},
+     r"x.txt, line 3: non-finite value inf of feature 2"),
+    (b"0 1:1\n", {"num_features": True}, r"num_features must be a positive integer"),
+    (b"0 1:1\n", {"num_labels": 0}, r"num_labels must be a positive integer"),
 ])
 def test_bad_input_names_file_and_line(tmp_path, text, kwargs, message):
     path = tmp_path / "x.txt"
     path.write_bytes(text)
     with pytest.raises(ValueError, match=message):
         load_multilabel(str(path), **kwargs)
+
+
+def test_sizes_may_be_numpy_integers_and_nonfinite_values_are_kept_by_default(tmp_path):
+    path = tmp_path / "n.txt"
+    path.write_bytes(b"0 1:nan\n1 2:1\n")
+    X, Y = load_multilabel(str(path), num_features=np.int64(4), num_labels=np.int32(3))
+    assert X.shape == (2, 4) and Y.shape == (2, 3) and np.isnan(X[0, 0])
 
 
 def test_allow_empty_keeps_rows_without_labels(tmp_path):

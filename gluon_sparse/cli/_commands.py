@@ -9,11 +9,12 @@ from ._metrics import format_metrics, metrics
 def predict(args):
     """Write one prediction (or probability row) a line; returns the exit status."""
     _files.check_readable(args.data)
-    _files.check_output_file(args.out)
+    _files.check_output_file(args.out, inputs=[args.data])
     model = _files.load_model(args.model_dir)
     if args.top_k is not None or _multilabel.is_multilabel_model(model):
-        if args.top_k is None:
-            args.top_k = 5
+        if args.proba:
+            raise InputError("--proba is for single-label classifiers; predictions of a "
+                             "multi-label model are 'label:score' lines (--top-k K)")
         return _multilabel.predict_top_k(args, model)
     if args.proba and not hasattr(model, "predict_proba"):
         raise InputError("--proba needs a classification model; %s holds a %s"

@@ -111,8 +111,9 @@ def format_label(value):
     return str(value)
 
 
-def check_output_file(path):
-    """Raise InputError unless ``path`` is '-' or a file in an existing directory."""
+def check_output_file(path, inputs=()):
+    """Raise InputError unless ``path`` is '-' or a file in an existing directory that is
+    none of the ``inputs`` (writing the predictions over the data read would lose it)."""
     if path == "-":
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -120,6 +121,10 @@ def check_output_file(path):
         raise InputError("cannot write %s: directory %s does not exist" % (path, directory))
     if os.path.isdir(path):
         raise InputError("cannot write %s: it is a directory" % path)
+    for source in inputs:
+        if os.path.exists(path) and os.path.samefile(path, source):
+            raise InputError("--out %s is the input file %s: it would be overwritten; choose "
+                             "another output file" % (path, source))
 
 
 def write_lines(path, lines):

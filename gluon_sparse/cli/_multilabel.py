@@ -17,6 +17,7 @@ from ._errors import InputError
 __all__ = ["train", "predict_top_k", "evaluate", "is_multilabel_model", "ranking_metrics"]
 
 _KS = (1, 3, 5)
+_DEFAULT_TOP_K = 5
 
 
 def is_multilabel_model(model):
@@ -31,7 +32,8 @@ def _load(paths, num_features=None, num_labels=None, zero_based="auto"):
     try:
         X, Y, zero_based = load_multilabel(paths if len(paths) > 1 else paths[0],
                                            num_features=num_features, zero_based=zero_based,
-                                           allow_empty=True, return_zero_based=True)
+                                           allow_empty=True, return_zero_based=True,
+                                           allow_nonfinite=False)
     except ValueError as err:
         raise InputError(str(err)) from None
     if X.shape[0] == 0:
@@ -121,12 +123,15 @@ def train(args):
 
 
 def predict_top_k(args, model):
-    """``gluon-sparse predict --top-k K``: one line a row, ``label:score ...``."""
+    """``gluon-sparse predict --top-k K``: one line a row, ``label:score ...`` (without
+    ``--top-k``: the model's 5 best labels, or all of them where it has fewer)."""
     k = args.top_k
     if not hasattr(model, "predict_top_k"):
         raise InputError("--top-k needs a multi-label model (train --multilabel); %s holds a %s"
                          % (args.model_dir, type(model).__name__))
-    if k > model.n_outputs_:
+    if k is None:
+        k = min(_DEFAULT_TOP_K, model.n_outputs_)
+    elif k > model.n_outputs_:
         raise InputError("--top-k %d is more than the model's %d labels" % (k, model.n_outputs_))
     X, _ = _load_for_model(args.data, model)
     labels, scores = model.predict_top_k(X, k)

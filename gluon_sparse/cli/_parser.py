@@ -101,7 +101,8 @@ def build_parser():
                          help="write the class probabilities (in the order of the model's "
                               "classes) instead of labels")
     predict.add_argument("--top-k", type=types.positive(int), default=None, metavar="K",
-                         help="multi-label models: the K best labels a line, 'label:score ...'")
+                         help="multi-label models: the K best labels a line, 'label:score ...' "
+                              "(default for a multi-label model: 5, or all its labels if fewer)")
     predict.set_defaults(handler=_commands.predict)
 
     evaluate = commands.add_parser("evaluate", help="report metrics on labelled data",

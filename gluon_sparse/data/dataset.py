@@ -6,13 +6,14 @@ Both datasets keep the whole matrix as one ``scipy.sparse.csr_matrix``
 sample (``ds[i]``) is there for Gluon compatibility and inspection.
 """
 import logging
+import os
 
 import numpy as np
 import scipy.sparse as sp
 from mxnet.gluon.data import Dataset
 
 from . import cache as _cache
-from .libsvm import _as_path_list, _check_zero_based, load_libsvm, locate_row
+from .libsvm import _as_path_list, _check_zero_based, check_size, load_libsvm, locate_row
 
 __all__ = ["CSRDataset", "LibSVMDataset"]
 
@@ -113,10 +114,10 @@ class LibSVMDataset(CSRDataset):
         Labels are comma separated lists. ``label`` is then an object array of
         tuples (as scikit-learn returns), which the loader cannot batch; use
         ``CSRDataset(ds.data, MultiLabelBinarizer().fit_transform(ds.label))``.
-    cache : bool or str
+    cache : bool, str or os.PathLike
         Keep the parsed arrays in a binary cache keyed by path, size and
         modification time: ``True`` uses :func:`~gluon_sparse.data.cache.default_cache_dir`,
-        a string names the directory.
+        a path names the directory.
 
     Attributes
     ----------
@@ -143,6 +144,7 @@ class LibSVMDataset(CSRDataset):
     def __init__(self, path_or_paths, num_features=None, zero_based="auto", dtype="float32",
                  multilabel=False, cache=False):
         _check_zero_based(zero_based)
+        num_features = check_size("num_features", num_features)
         paths = _as_path_list(path_or_paths)
         self.paths = paths
         options = {"num_features": num_features, "zero_based": zero_based,
@@ -152,7 +154,7 @@ class LibSVMDataset(CSRDataset):
         use_cache = bool(cache) and not multilabel
         loaded = None
         if use_cache:
-            cache_dir = cache if isinstance(cache, str) else _cache.default_cache_dir()
+            cache_dir = _cache.default_cache_dir() if cache is True else os.fspath(cache)
             key = _cache.cache_key(paths, options)
             loaded = _cache.load_cached(key, cache_dir)
         if loaded is None:

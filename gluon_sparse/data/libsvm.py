@@ -109,10 +109,25 @@ def open_libsvm_buffer(path):
 def _as_path_list(paths):
     if isinstance(paths, (str, bytes, os.PathLike)):
         return [_fspath(paths)]
+    try:
+        paths = list(paths)
+    except TypeError:
+        _fspath(paths)  # raises the "expected a path" TypeError
+        raise
     paths = [_fspath(p) for p in paths]
     if not paths:
         raise ValueError("no file given: paths is an empty list")
     return paths
+
+
+def check_size(name, value):
+    """``value`` as a Python int if it is a positive integer (numpy's too), None for None;
+    a ValueError naming ``name`` otherwise (bools are not sizes)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError("%s must be a positive integer or None, got %r" % (name, value))
+    return int(value)
 
 
 def _check_zero_based(zero_based):
@@ -194,8 +209,7 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     False
     """
     _check_zero_based(zero_based)
-    if num_features is not None and (not isinstance(num_features, (int, np.integer)) or num_features < 1):
-        raise ValueError("num_features must be a positive integer or None, got %r" % (num_features,))
+    num_features = check_size("num_features", num_features)
     paths = _as_path_list(paths)
     chunks = []
     for path in paths:

@@ -23,8 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .batchify import CSRBatchify
-from .libsvm import (_as_path_list, _check_zero_based, open_libsvm_buffer, parse_libsvm_bytes,
-                     row_line_number)
+from .libsvm import (_as_path_list, _check_zero_based, check_size, open_libsvm_buffer,
+                     parse_libsvm_bytes, row_line_number)
 from .sampler import BatchSampler, PartitionSampler
 
 __all__ = ["load_multilabel", "MultiLabelDataset", "MultiLabelLoader", "labels_to_indicator"]
@@ -51,8 +51,13 @@ def _label_error(path, body, line_base, row, message):
     return ValueError("%s, line %d: %s" % (path, row_line_number(body, row, line_base), message))
 
 
-def _parse_file(path, fmt, dtype):
-    """(chunk, header, body offset, first line number) of one file."""
+# Label ids are parsed as float64 and must be integers it holds exactly.
+_MAX_LABEL_ID = 2 ** 53
+
+
+def _parse_file(path, fmt, dtype, reject_zero):
+    """(chunk, header, first line number) of one file; ``reject_zero``: feature index 0 is an
+    error (one-based indices)."""
     with open_libsvm_buffer(path) as buf:
         header, offset = _read_header(buf, path) if fmt in ("auto", "xc") else (None, 0)
         if fmt == "xc" and header is None:
@@ -60,31 +65,56 @@ def _parse_file(path, fmt, dtype):
                              "'num_rows num_features num_labels'" % path)
         body = memoryview(buf)[offset:] if offset else buf
         line_base = 1 if header else 0
-        chunk = parse_libsvm_bytes(body, dtype=dtype, multilabel=True, source=path,
-                                   line_base=line_base)
+        chunk = parse_libsvm_bytes(body, dtype=dtype, multilabel=True, reject_zero=reject_zero,
+                                   source=path, line_base=line_base)
         del body
     return chunk, header, line_base
+
+
+def _row_error(path, header, line_base, row, message):
+    """A ValueError naming the file and the line of data row ``row``."""
+    with open_libsvm_buffer(path) as buf:
+        offset = _read_header(buf, path)[1] if header else 0
+        return _label_error(path, memoryview(buf)[offset:], line_base, row, message)
+
+
+def _label_rows(chunk):
+    return np.repeat(np.arange(chunk.num_rows), np.diff(chunk.label_ptr))
+
+
+def _check_label_ids(path, chunk, header, line_base):
+    """Every label an integer id in [0, 2^53) (before any size is derived from them)."""
+    labels = chunk.labels
+    bad = np.flatnonzero(~((labels >= 0) & (labels < _MAX_LABEL_ID) & (labels == np.floor(labels))))
+    if bad.size:
+        raise _row_error(path, header, line_base, int(_label_rows(chunk)[bad[0]]),
+                         "label %r is not a label id (an integer in [0, 2^53))"
+                         % float(labels[bad[0]]))
+
+
+def _check_finite(path, chunk, header, line_base):
+    """No NaN or infinite feature value (``allow_nonfinite=False``)."""
+    bad = np.flatnonzero(~np.isfinite(chunk.values))
+    if bad.size:
+        position = int(bad[0])
+        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+        raise _row_error(path, header, line_base, row, "non-finite value %r of feature %d"
+                         % (float(chunk.values[position]), int(chunk.indices[position])))
 
 
 def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty):
     """Validate labels and feature indices of a parsed file against the (declared) sizes."""
     def error(row, message):
-        with open_libsvm_buffer(path) as buf:
-            offset = _read_header(buf, path)[1] if header else 0
-            return _label_error(path, memoryview(buf)[offset:], line_base, row, message)
+        return _row_error(path, header, line_base, row, message)
 
     if header and header[0] != chunk.num_rows:
         raise ValueError("%s, line 1: the header declares %d rows but the file has %d data rows"
                          % (path, header[0], chunk.num_rows))
     counts = np.diff(chunk.label_ptr)
-    labels = chunk.labels
-    row_of = np.repeat(np.arange(chunk.num_rows), counts)
-    bad = np.flatnonzero((labels != np.floor(labels)) | (labels < 0) | (labels >= num_labels))
+    bad = np.flatnonzero(chunk.labels >= num_labels)  # ids checked by _check_label_ids
     if bad.size:
-        value, row = labels[bad[0]], int(row_of[bad[0]])
-        if value != np.floor(value) or value < 0:
-            raise error(row, "label %r is not a label id (an integer >= 0)" % value)
-        raise error(row, "label %d is out of range for num_labels=%d" % (value, num_labels))
+        raise error(int(_label_rows(chunk)[bad[0]]), "label %d is out of range for "
+                    "num_labels=%d" % (chunk.labels[bad[0]], num_labels))
     if not allow_empty and np.any(counts == 0):
         raise error(int(np.argmax(counts == 0)), "the row has no label (pass allow_empty=True "
                                                  "to keep rows without labels)")
@@ -96,7 +126,8 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
 
 
 def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",
-                    dtype="float32", format="auto", allow_empty=False, return_zero_based=False):
+                    dtype="float32", format="auto", allow_empty=False, return_zero_based=False,
+                    *, allow_nonfinite=True):
     """Read multi-label LibSVM or extreme-classification files into ``(X, Y)``.
 
     Parameters
@@ -118,6 +149,9 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
         Keep rows without labels (an error otherwise).
     return_zero_based : bool, default False
         Also return the feature index base used (what ``'auto'`` resolved to).
+    allow_nonfinite : bool, default True
+        With False, a NaN or infinite feature value is an error naming the file
+        and the line.
 
     Returns
     -------
@@ -133,10 +167,16 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
         On malformed text or inconsistent sizes, naming the file and the line.
     """
     _check_zero_based(zero_based)
+    num_features = check_size("num_features", num_features)
+    num_labels = check_size("num_labels", num_labels)
     if format not in ("auto", "libsvm", "xc"):
         raise ValueError("format must be 'auto', 'libsvm' or 'xc', got %r" % (format,))
     paths = _as_path_list(paths)
-    parsed = [(path,) + _parse_file(path, format, dtype) for path in paths]
+    parsed = [(path,) + _parse_file(path, format, dtype, zero_based is False) for path in paths]
+    for path, chunk, header, line_base in parsed:
+        _check_label_ids(path, chunk, header, line_base)
+        if not allow_nonfinite:
+            _check_finite(path, chunk, header, line_base)
     headers = [p[2] for p in parsed if p[2]]
     if headers and len(headers) != len(parsed):
         raise ValueError("%s mixes files with and without the XC header" % (paths,))
