@@ -261,3 +261,14 @@ def test_batches_too_wide_for_mxnet_operators_are_warned_about(caplog):
     with caplog.at_level("WARNING", logger="gluon_sparse.data.batchify"):
         SparseDataLoader(CSRDataset(wide), batch_size=200)
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize("ctx", [mx.cpu(1), mx.cpu_pinned(0)])
+def test_batches_land_on_the_cpu_device_asked_for(ctx):
+    """Another CPU device id (a model initialised on cpu(1)) gets its batches there, not on
+    cpu(0): a hybridized block refuses inputs from two contexts."""
+    loader = SparseDataLoader(CSRDataset(random_csr(rows=6), np.arange(6)), batch_size=4,
+                              ctx=ctx)
+    for data, label in loader:
+        assert data.context == ctx and label.context == ctx
+        assert data.stype == "csr"

@@ -9,6 +9,7 @@ pickle. The batches leave most rows absent for many steps after they moved,
 so a stale row shows.
 """
 import gc
+import logging
 import pickle
 
 import mxnet as mx
@@ -430,3 +431,20 @@ def test_replay_simd_builds_equal_eager(wd, optimizer):
                                                                                         path))
     finally:
         _native._force_simd_path(-1)
+
+
+@pytest.mark.parametrize("name", ["sparseadam", "sparsesgd"])
+def test_a_multi_precision_float16_weight_is_eager_and_the_warning_says_why(name, caplog):
+    """The update works on a float32 master copy that no forward pass reads: eager, and the
+    warning names that (it once blamed a kvstore, with no kvstore in use)."""
+    param = gluon.Parameter("w16", shape=(20, 4), dtype="float16", grad_stype="row_sparse")
+    param.initialize(mx.init.Uniform(0.5))
+    extra = {"momentum": 0.9} if name == "sparsesgd" else {}
+    trainer = gluon.Trainer([param], name, dict(learning_rate=0.1, deferred=True,
+                                                multi_precision=True, **extra), kvstore=None)
+    grad = mx.nd.sparse.row_sparse_array((np.ones((2, 4), np.float16), np.array([1, 3])),
+                                         shape=(20, 4), dtype="float16")
+    with caplog.at_level(logging.WARNING, logger="gluon_sparse"):
+        trainer._updaters[0](0, grad, param.data())
+    (message,) = [r.getMessage() for r in caplog.records if "w16" in r.getMessage()]
+    assert "float32 master copy" in message and "kvstore" not in message

@@ -119,6 +119,29 @@ def test_save_load_resume_matches_uninterrupted(tmp_path):
     checks.assert_same(resumed, uninterrupted)
 
 
+@pytest.mark.parametrize("odd_dtype, deferred", [("float64", True), ("float16", False)])
+def test_mixed_dtypes_keep_the_trainers_order(odd_dtype, deferred):
+    """The shared momentum schedule advances weight by weight in the Trainer's order.
+    MXNet's aggregation groups weights by dtype (here weight, bias, odd instead of weight,
+    odd, bias), which once gave the bias and the odd weight other schedules (4e-3 off)."""
+    kw = _kwargs(None, 1.0, 0.03, multi_precision=odd_dtype == "float16")
+    runs = []
+    for opt in (SparseNadam(deferred=deferred, **copy.deepcopy(kw)), MXNetDense(**kw)):
+        net = checks.make_net()
+        odd = gluon.Parameter("odd", shape=(5,), dtype=odd_dtype)
+        odd.initialize(mx.init.Constant(0.25))
+        trainer = gluon.Trainer([net.weight, odd, net.bias], opt)
+        rng = np.random.default_rng(3)
+        for x, y in checks.batches(10):
+            scale = mx.nd.array(rng.standard_normal(5), dtype=odd_dtype)
+            with mx.autograd.record():
+                losses = [((net(x) - y) ** 2).sum(), (odd.data() * scale).sum()]
+            mx.autograd.backward(losses)
+            trainer.step(1)
+        runs.append(checks.weights(net) + [odd.data().asnumpy()])
+    checks.assert_same(runs[0], runs[1])
+
+
 def test_registry_and_trainer_by_name():
     opt = mx.optimizer.create("sparsenadam", deferred=True, learning_rate=0.003,
                               schedule_decay=0.01)

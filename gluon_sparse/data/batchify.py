@@ -68,7 +68,7 @@ def csr_to_ndarray(matrix, dtype=None, ctx=None):
     where MXNet refuses that (numpy shape semantics on), the values are copied
     into the new array's storage directly and the two index arrays through
     two engine round trips. No numpy memory is referenced once this function
-    returns. A non-CPU ``ctx`` is served by a copy of the CPU array.
+    returns. Any ``ctx`` but ``mx.cpu(0)`` is served by a copy of the ``cpu(0)`` array.
     """
     return csr_parts_to_ndarray(matrix.data, matrix.indices, matrix.indptr, matrix.shape, dtype,
                                 ctx)
@@ -82,7 +82,7 @@ def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None, r
     """
     dtype = np.dtype(dtype or values.dtype)
     ctx = ctx or mx.context.current_context()
-    if ctx.device_type != "cpu":
+    if ctx != mx.cpu():  # a GPU, pinned memory or another CPU device id: built on cpu(0)
         return csr_parts_to_ndarray(values, indices, indptr, shape, dtype, mx.cpu(),
                                     row_offset).as_in_context(ctx)
     result = csr_from_parts(values, indices, indptr, shape, dtype, row_offset)

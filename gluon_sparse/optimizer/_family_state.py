@@ -203,12 +203,9 @@ def create_state(optimizer, rule, index, weight):
         return None
     if np.dtype(weight.dtype) not in _registry.DTYPE_CODES:
         return None  # float16: MXNet's own update (multi_precision master copies are float32)
-    if _registry.data_pointer(weight) not in {_registry.data_pointer(a)
-                                                for a in param.list_data()}:
-        logger.warning("deferred %s: %s is updated on a kvstore (update_on_kvstore=True), whose "
-                       "copy of the weight no forward pass refreshes; it is updated eagerly. "
-                       "Create the Trainer with update_on_kvstore=False to defer",
-                       rule.name, param.name)
+    elsewhere = deferred.updated_elsewhere(param, weight)
+    if elsewhere:
+        logger.warning("deferred %s: %s; it is updated eagerly", rule.name, elsewhere)
         return None
     zeros = _state_memory.state_zeros(optimizer, index, weight)
     states = rule.create_states(optimizer, weight, zeros)

@@ -256,17 +256,30 @@ def create_state(optimizer, index, weight):
         return None
     if param._grad_stype != "row_sparse" or weight.stype != "default":
         return None
-    if _registry.data_pointer(weight) not in {_registry.data_pointer(a)
-                                                for a in param.list_data()}:
-        logger.warning("deferred Adam: %s is updated on a kvstore (update_on_kvstore=True), "
-                       "whose copy of the weight no forward pass refreshes; it is updated "
-                       "eagerly (standard Adam, full cost). Create the Trainer with "
-                       "update_on_kvstore=False to defer", param.name)
+    elsewhere = updated_elsewhere(param, weight)
+    if elsewhere:
+        logger.warning("deferred Adam: %s; it is updated eagerly (standard Adam, full cost)",
+                       elsewhere)
         return None
     state = DeferredAdamState(weight, optimizer.beta1, optimizer.beta2, optimizer.epsilon,
                               zeros=_state_memory.state_zeros(optimizer, index, weight))
     remember_state(optimizer, state)
     return state
+
+
+def updated_elsewhere(param, weight):
+    """Why the array an optimizer updates is not one of ``param``'s own (which forward passes
+    read and catch up), or None where it is one of them."""
+    if _registry.data_pointer(weight) in {_registry.data_pointer(a) for a in param.list_data()}:
+        return None
+    if np.dtype(weight.dtype) != np.dtype(param.dtype):
+        return ("%s is %s and the optimizer updates a %s master copy of it (multi_precision), "
+                "which no forward pass reads; to defer, keep the sparse layer's weight in "
+                "float32 or float64" % (param.name, np.dtype(param.dtype).name,
+                                          np.dtype(weight.dtype).name))
+    return ("%s is updated on a kvstore (update_on_kvstore=True), whose copy of the weight no "
+            "forward pass refreshes; create the Trainer with update_on_kvstore=False to defer"
+            % param.name)
 
 
 def update(optimizer, index, weight, grad, state):

@@ -1,5 +1,6 @@
 """Nadam on the family's rule ``nadam`` (``csrc/ops/optim_rule_nadam.h``)."""
 import mxnet as mx
+import numpy as np
 
 from ._family import Rule, SparseRuleMixin
 from .sparse_adamax import check_clip, composed_clip
@@ -79,7 +80,9 @@ class SparseNadam(SparseRuleMixin, mx.optimizer.Nadam):
     and advances at every update of *any* of its weights, so a weight's steps
     depend on how many weights the optimizer updates and in which order; each
     deferred step records the values its update used, so the replay follows
-    it exactly. ``Trainer.save_states`` saves it with the optimizer.
+    it exactly. ``Trainer.save_states`` saves it with the optimizer. A Trainer
+    whose parameters mix dtypes updates them one at a time, in its order (MXNet's
+    aggregation would group them by dtype and change the order).
 
     Parameters
     ----------
@@ -118,3 +121,18 @@ class SparseNadam(SparseRuleMixin, mx.optimizer.Nadam):
 
     def _rule(self):
         return NADAM
+
+    # MXNet's Updater hands aggregated weights over grouped by dtype, which
+    # reorders a Trainer's weights when their dtypes differ (float32 next to a
+    # float64 or float16 one). The shared momentum schedule makes each weight's
+    # step depend on that order, so such a Trainer updates one weight at a time,
+    # in its own order, as MXNet's Nadam (not aggregated) does.
+    @property
+    def aggregate_num(self):
+        """Weights per update call: 0 (one at a time) when ``param_dict`` mixes dtypes."""
+        dtypes = {np.dtype(p.dtype) for p in getattr(self, "param_dict", {}).values()}
+        return self._aggregate_num if len(dtypes) <= 1 else 0
+
+    @aggregate_num.setter
+    def aggregate_num(self, value):
+        self._aggregate_num = value
