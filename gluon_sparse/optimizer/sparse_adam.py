@@ -56,7 +56,9 @@ class SparseAdam(mx.optimizer.Adam):
 
     * row_sparse gradient, ``lazy_update=False``: gluon-sparse's
       ``gluon_sparse_adam_update`` operator (one pass over the data, threads on CPU, CUDA
-      on GPU), bitwise equal to MXNet's ``adam_update(lazy_update=False)`` on CPU;
+      on GPU), bitwise equal to MXNet's ``adam_update(lazy_update=False)`` on CPU
+      on the same row_sparse gradient (MXNet's dense-gradient kernel rounds the
+      rows with a gradient differently, by up to 1 ulp a step);
     * dense gradient: MXNet's ``adam_update``, or on CPU, when Trainer hands
       every parameter over at once (``aggregate_num``), all dense float32 or
       float64 weights in one call of ``gluon_sparse_adam_multi_update``, with
