@@ -164,6 +164,50 @@ def test_sklearn_conventions_and_errors(fitted, data):
         SparseMultiLabelClassifier(num_sampled=-1).fit(X, Y)
 
 
+def test_a_rows_top_k_does_not_depend_on_the_rows_predicted_with_it(fitted, data):
+    _, _, Xt, _ = data
+    labels, scores = fitted.predict_top_k(Xt, 3)
+    for i in (0, 7, Xt.shape[0] - 1):
+        alone = fitted.predict_top_k(Xt[i:i + 1], 3)
+        np.testing.assert_array_equal(alone[0], labels[i:i + 1])
+        np.testing.assert_array_equal(alone[1], scores[i:i + 1])
+
+
+def test_label_lists_as_an_object_array_fit_as_the_list(data):
+    """A pandas Series or LibSVMDataset(multilabel=True).label: a 1-D object array of rows."""
+    X, Y, Xt, _ = data
+    rows = np.empty(len(Y), dtype=object)
+    rows[:] = [tuple(row) for row in Y]
+    fast = dict(FAST, max_iter=2)
+    from_array = SparseMultiLabelClassifier(**fast).fit(X, rows)
+    from_list = SparseMultiLabelClassifier(**fast).fit(X, Y)
+    np.testing.assert_array_equal(from_array.classes_, from_list.classes_)
+    np.testing.assert_array_equal(from_array.predict_top_k(Xt, 3)[1],
+                                  from_list.predict_top_k(Xt, 3)[1])
+
+
+def test_targets_it_cannot_learn_are_named(data):
+    X, Y, _, _ = data
+    X = X[:20]
+    with pytest.raises(ValueError, match="no positive label in any row"):
+        SparseMultiLabelClassifier(**FAST).fit(X, [[] for _ in range(20)])
+    with pytest.raises(ValueError, match="no positive label in any row"):
+        SparseMultiLabelClassifier(**FAST).fit(X, sp.csr_matrix((20, 4)))
+    with pytest.raises(ValueError, match=r"labels must be numbers or strings; got the tuple"):
+        SparseMultiLabelClassifier(**FAST).fit(X, [[("a", 1)]] * 20)
+    with pytest.raises(ValueError, match="leave none to train on"):
+        SparseMultiLabelClassifier(**dict(FAST, early_stopping=True, validation_fraction=0.99)
+                                   ).fit(X, Y[:20])
+    # partial_fit's classes: an indicator's are its column indices; later calls repeat them.
+    with pytest.raises(ValueError, match="classes are its column indices 0..3"):
+        SparseMultiLabelClassifier(**FAST).partial_fit(X, sp.eye(20, 4, format="csr"),
+                                                       classes=["a", "b", "c", "d"])
+    model = SparseMultiLabelClassifier(**FAST).partial_fit(X, [[1]] * 20, classes=[1, 2])
+    model.partial_fit(X, [[2]] * 20, classes=[2, 1])
+    with pytest.raises(ValueError, match=r"classes=\[7, 8\] is not the same as on the first"):
+        model.partial_fit(X, [[1]] * 20, classes=[7, 8])
+
+
 def _expected_failed_checks(estimator):
     reason = ("negatives are sampled per batch: a repeated row and a weighted row meet "
               "different candidates, so the fits differ beyond the check's rtol=1e-7")

@@ -246,6 +246,34 @@ def test_factorization_machine_module():
         SparseNetClassifier(module=FullyConnectedSparse(2)).fit(X, y)
 
 
+def test_a_module_of_the_wrong_width_is_refused():
+    """A network that ignores n_outputs: a 1-column output for 3 classes was read as binary."""
+    X, y = sparse_blobs(n_classes=3)
+    with pytest.raises(ValueError, match=r"module\(3\) built a network whose output has shape "
+                                         r"\(\d+, 1\) \(1 column\(s\)\).*needs 3"):
+        SparseNetClassifier(module=fm_module, max_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match=r"needs 2 \(one per column of y\)"):
+        SparseNetRegressor(module=fm_module, max_iter=2).fit(X, np.column_stack([y, y]) * 1.0)
+
+
+def test_a_cpu_device_other_than_cpu0_fits_and_predicts():
+    X, y = sparse_blobs()
+    kw = dict(hidden_layer_sizes=(8,), max_iter=3, random_state=0)
+    on_cpu1 = SparseMLPClassifier(ctx="cpu:1", **kw).fit(X, y)
+    np.testing.assert_array_equal(on_cpu1.predict_proba(X),
+                                  SparseMLPClassifier(**kw).fit(X, y).predict_proba(X))
+
+
+def test_hidden_layer_sizes_as_an_array_saves_and_loads(tmp_path):
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=np.array([6, 4]), max_iter=2,
+                              random_state=0).fit(X, y)
+    clf.save(tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.hidden_layer_sizes, [6, 4])
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
 @pytest.mark.parametrize("dump, restore", [(pickle.dumps, pickle.loads),
                                            (None, None)], ids=["pickle", "joblib"])
 def test_pickle_round_trip_identical_predictions(tmp_path, dump, restore):
@@ -271,7 +299,7 @@ def test_save_load_round_trip(tmp_path):
     X, y = sparse_blobs()
     labels = np.array(["a", "b", "c"])[y]
     for estimator in (SparseMLPClassifier(hidden_layer_sizes=(8, 4), max_iter=5, random_state=0),
-                      SparseNetClassifier(module=fm_module, max_iter=3, random_state=0),
+                      SparseNetClassifier(module=FullyConnectedSparse, max_iter=3, random_state=0),
                       SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=3, random_state=0)):
         target = labels if hasattr(estimator, "predict_proba") else y.astype(float)
         # ctx="gpu:0" as if trained on a GPU: without one, load() falls back to the CPU.

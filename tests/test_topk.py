@@ -152,3 +152,8 @@ def test_precision_and_ndcg_against_sklearn():
         assert ndcg_at_k(Y, ids, k) == pytest.approx(ndcg_score(dense, scores, k=k))
     with pytest.raises(ValueError, match="at least 5 predictions"):
         precision_at_k(Y, ids[:, :3], 5)
+
+
+def test_mixed_dtypes_are_named():
+    with pytest.raises(TypeError, match="one dtype, got float64, float32"):
+        top_k_scores(mx.nd.ones((2, 3), dtype="float64"), mx.nd.ones((5, 3)), None, 2)

@@ -318,6 +318,11 @@ class FactorizationMachine(_SparseInputBlock):
     Called as ``block(data)``: ``data`` is a CSRNDArray (or NDArray) of shape
     ``(batch_size, in_units)``; the result an NDArray of shape
     ``(batch_size, 1)``.
+
+    A row must hold each column at most once, as MXNet's CSR format requires
+    (``scipy.sparse``'s ``X.sum_duplicates()`` makes it so; the estimators do it):
+    the pairwise term squares entry by entry, so ``3:1 3:2`` would count as
+    ``1 + 4`` where ``3:3`` counts ``9``.
     """
 
     _row_params = ("factor", "linear")

@@ -99,8 +99,9 @@ class SampledOutput(HybridBlock):
         ``'in_batch'`` and ``'all'``).
     sampler : str or CandidateSampler, default 'log_uniform'
         ``'uniform'``, ``'log_uniform'`` (labels numbered by decreasing
-        frequency), ``'frequency'`` (``label_counts ** alpha``), ``'in_batch'``
-        (negatives are the other examples' positives), ``'all'`` (full loss).
+        frequency), ``'frequency'`` (``(label_counts + 1) ** alpha``: a label
+        never seen is still drawn), ``'in_batch'`` (negatives are the other
+        examples' positives), ``'all'`` (full loss).
     loss : {'softmax', 'bce'}, default 'softmax'
     label_counts : array-like, optional
         Training frequency of each label, for ``sampler='frequency'``.

@@ -56,6 +56,10 @@ def _check_args(h, weight, bias, k, row_chunk, label_chunk):
     if h.ndim != 2 or weight.ndim != 2 or h.shape[1] != weight.shape[1]:
         raise ValueError("top_k needs h (rows, H) and weight (num_labels, H), got shapes %s and %s"
                          % (tuple(h.shape), tuple(weight.shape)))
+    dtypes = [np.dtype(a.dtype) for a in (h, weight, bias) if a is not None]
+    if len(set(dtypes)) > 1:
+        raise TypeError("top_k needs h, weight and bias of one dtype, got %s"
+                        % ", ".join(d.name for d in dtypes))
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError("bias must have shape (%d,), got %s" % (weight.shape[0],
                                                                  tuple(bias.shape)))

@@ -114,7 +114,7 @@ class ClassOutputMixin:
         if not self._is_sampled():
             return super()._build_module(n_outputs)
         hidden = super()._build_module(None)
-        # 'frequency' (counts ** 0.75, word2vec's): the popular classes, the
+        # 'frequency' ((counts + 1) ** 0.75, word2vec's): the popular classes, the
         # hard negatives of most rows, are drawn most; classes_ stay sorted.
         output = SampledOutput(n_outputs, in_units=self._hidden_sizes()[-1],
                                num_sampled=self.num_sampled, sampler="frequency",

@@ -91,6 +91,8 @@ def _encode_param(name, value):
         return value.item()
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in value):
         return {type(value).__name__: [int(v) for v in value]}
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+        return {"ndarray": value.tolist(), "dtype": value.dtype.str}  # hidden_layer_sizes
     if isinstance(value, mx.Context):
         return "%s:%d" % (value.device_type, value.device_id)
     if isinstance(value, np.random.RandomState):
@@ -112,6 +114,8 @@ def _decode_param(name, value, overrides):
             return tuple(value["tuple"])
         if "list" in value:
             return list(value["list"])
+        if "ndarray" in value:
+            return np.array(value["ndarray"], dtype=np.dtype(value["dtype"]))
         if "import" in value:
             return _resolve_import_name(value["import"])
         raise ValueError("the saved estimator's %r parameter (a %s) could not be stored as JSON; "

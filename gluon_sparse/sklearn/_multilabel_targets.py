@@ -16,6 +16,23 @@ from sklearn.utils.validation import column_or_1d
 
 __all__ = ["MultiLabelTargetsMixin"]
 
+_LABEL_LISTS = (list, tuple, set, frozenset, np.ndarray)
+_NO_LABELS = ("Y has no positive label in any row: there is nothing to learn (rows without "
+              "labels are allowed, but some row needs one)")
+
+
+def _abridged(values, limit=10):
+    values = list(values)
+    return values if len(values) <= limit else values[:limit] + ["..."]
+
+
+def _check_scalar_labels(labels):
+    """Labels are numbers or strings (saved as JSON with the model), not tuples."""
+    for label in labels:
+        if isinstance(label, _LABEL_LISTS):
+            raise ValueError("labels must be numbers or strings; got the %s %r as a label"
+                             % (type(label).__name__, label))
+
 
 class MultiLabelTargetsMixin:
     """Target encoding of a multi-label estimator.
@@ -46,17 +63,26 @@ class MultiLabelTargetsMixin:
                 raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
             if not np.all(np.isin(Y.data, (0, 1))):
                 raise ValueError("a label indicator Y holds only 0 and 1")
+            columns = np.arange(Y.shape[1])
+            if classes is not None and list(classes) != columns.tolist():
+                raise ValueError("with an indicator Y the classes are its column indices "
+                                 "0..%d; classes=%r names others (pass label lists to name "
+                                 "the labels)" % (Y.shape[1] - 1, _abridged(classes)))
             if first_pass:
-                self.classes_, self.multilabel_ = np.arange(Y.shape[1]), True
+                self.classes_, self.multilabel_ = columns, True
             elif Y.shape[1] != len(self.classes_):
                 raise ValueError("Y has %d columns but the model was fitted with %d labels"
                                  % (Y.shape[1], len(self.classes_)))
             Y.eliminate_zeros()
+            if first_pass and Y.nnz == 0:
+                raise ValueError(_NO_LABELS)
             return Y
         if len(y) != n_samples:
             raise ValueError("y has %d rows but X has %d" % (len(y), n_samples))
-        multilabel = not isinstance(y, np.ndarray) and all(
-            isinstance(labels, (list, tuple, set, frozenset, np.ndarray)) for labels in y)
+        # Label lists: a list of them, or a 1-D object array (a pandas Series, the labels
+        # of LibSVMDataset(multilabel=True)).
+        multilabel = (not isinstance(y, np.ndarray) or y.dtype == object) and len(y) > 0 and all(
+            isinstance(labels, _LABEL_LISTS) for labels in y)
         if not multilabel:
             y = column_or_1d(y)
             check_classification_targets(y)  # continuous, NaN and inf targets are refused
@@ -64,9 +90,16 @@ class MultiLabelTargetsMixin:
         if first_pass:
             binarizer = MultiLabelBinarizer(sparse_output=True).fit(
                 rows if classes is None else [list(classes)])
+            if not len(binarizer.classes_):
+                raise ValueError(_NO_LABELS)
+            _check_scalar_labels(binarizer.classes_)
             # The labels' own dtype (int, str), not the binarizer's object array.
             self.classes_ = np.array(binarizer.classes_.tolist())
             self.multilabel_ = multilabel
+        elif classes is not None and not np.array_equal(np.unique(list(classes)), self.classes_):
+            raise ValueError("classes=%r is not the same as on the first call (%r)"
+                             % (_abridged(np.unique(list(classes)).tolist()),
+                                _abridged(self.classes_.tolist())))
         binarizer = MultiLabelBinarizer(classes=self.classes_, sparse_output=True)
         known = set(self.classes_.tolist())
         if drop_unknown:

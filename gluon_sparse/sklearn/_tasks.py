@@ -59,7 +59,8 @@ class SparseClassifierMixin(ClassifierMixin):
         if len(unknown):
             raise ValueError("y has labels %r that are not among the classes %r %s"
                              % (unknown.tolist()[:10], self.classes_.tolist(),
-                                "given on the first partial_fit call" if classes is None
+                                "the model was first fitted with (a warm start or "
+                                "partial_fit cannot add classes)" if classes is None
                                 else "passed as classes"))
         encoder = LabelEncoder()
         encoder.classes_ = self.classes_  # the fitted state is classes_ alone

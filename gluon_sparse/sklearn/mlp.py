@@ -208,7 +208,7 @@ class SparseMLPClassifier(ClassOutputMixin, SparseClassifierMixin, _BaseSparseML
         softmax (a sigmoid for two classes). 'sampled': a
         :class:`~gluon_sparse.nn.SampledOutput` trained with sampled softmax:
         each step scores the batch's classes plus ``num_sampled`` classes
-        drawn in proportion to ``count ** 0.75`` of their training counts,
+        drawn in proportion to ``(count + 1) ** 0.75`` of their training counts,
         logQ corrected; needs a hidden layer. 'auto': 'sampled' from %d
         classes on (where it measured faster per epoch, see the user guide),
         else 'dense'. Decided at the first fit; ``warm_start`` and

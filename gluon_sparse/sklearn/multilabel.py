@@ -29,6 +29,7 @@ from ..optimizer import supports_deferred
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
+from ._data import padded_csr_batches
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
 from ._training import registered_optimizer
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 _ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu": "relu"}
 # Rows per forward pass at prediction (the top-k merges its own label blocks).
 _PREDICT_ROWS = 1024
+_BLOCK_SCORES = 1 << 22
 
 
 def _with_defaults(init, **defaults):
@@ -62,8 +64,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     """Multi-label classifier for sparse input and huge label sets.
 
     ``fit(X, Y)`` takes ``Y`` as a scipy sparse indicator matrix ``(n, L)``
-    (labels are the column indices), a list of label lists (any hashable
-    labels), or a 1-D array (multi-class: one label a row). Training is
+    (labels are the column indices), label lists (a list of lists, or a 1-D
+    object array of them, as ``LibSVMDataset(multilabel=True).label``; labels
+    are numbers or strings), or a 1-D array (multi-class: one label a row). Training is
     sampled (:class:`~gluon_sparse.nn.SampledOutput`): a step costs what the
     batch's candidates cost, not ``L``.
 
@@ -218,6 +221,10 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         if self.early_stopping and not incremental:
             order = self._random_state.permutation(X.shape[0])
             n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
+            if n_val >= X.shape[0]:
+                raise ValueError("early_stopping could not hold out validation_fraction=%g of "
+                                 "%d samples: %d validation rows leave none to train on"
+                                 % (self.validation_fraction, X.shape[0], n_val))
             X_val, Y_val = X[order[:n_val]], Y[order[:n_val]]
             X, Y = X[order[n_val:]], Y[order[n_val:]]
             if sample_weight is not None:
@@ -267,15 +274,18 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     # ------------------------------------------------------------------ prediction
     def _top_k_internal(self, X, k):
         module = self._get_module()
+        # Blocks of one fixed height, the last padded with empty rows: every product has
+        # the same shape, so a row's scores do not depend on the rows predicted with it
+        # (BLAS picks its kernel by shape). Fewer rows for more labels bound the work
+        # of a block, and of a one-row prediction, to about _BLOCK_SCORES scores.
+        rows = max(1, min(_PREDICT_ROWS, _BLOCK_SCORES // len(self.classes_)))
         with self._module_lock:
             output = module.output  # its reads (data()) bring deferred rows up to date
             ids, scores = [], []
-            for start in range(0, X.shape[0], _PREDICT_ROWS):
-                h = module.hidden(csr_to_ndarray(X[start:start + _PREDICT_ROWS], np.float32,
-                                                 self._ctx))
-                batch_ids, batch_scores = output.top_k(h, k)
-                ids.append(batch_ids)
-                scores.append(batch_scores)
+            for batch, real in padded_csr_batches(X, self._ctx, rows=rows):
+                batch_ids, batch_scores = output.top_k(module.hidden(batch), k)
+                ids.append(batch_ids[:real])
+                scores.append(batch_scores[:real])
         return np.concatenate(ids), np.concatenate(scores).astype(np.float64)
 
     def _precision_at_1(self, X, Y_internal):

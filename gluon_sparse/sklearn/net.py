@@ -5,6 +5,7 @@ The block's first layer should consume CSR batches (e.g.
 :class:`gluon_sparse.nn.FactorizationMachine`); the estimator supplies the
 training loop, the label handling and everything scikit-learn expects.
 """
+import numpy as np
 from mxnet import gluon
 
 from ..nn import FullyConnectedSparse
@@ -38,6 +39,18 @@ class _BaseSparseNetWrapper(BaseSparseNet):
             raise TypeError("module(%d) must return an mxnet.gluon.Block, got %s"
                             % (n_outputs, type(module).__name__))
         return module
+
+    def _network_losses(self, module, loss_fn, x, target):
+        output = module(x)
+        # A user's network may ignore n_outputs; trained anyway, a one-column output
+        # of a 3-class problem would be read as a binary one, silently.
+        width = 1 if output.ndim == 1 else int(np.prod(output.shape[1:]))
+        if width != self.n_outputs_:
+            raise ValueError("module(%d) built a network whose output has shape %s (%d "
+                             "column(s)) for a batch of %d; this estimator needs %d (%s)"
+                             % (self.n_outputs_, output.shape, width, x.shape[0],
+                                self.n_outputs_, self._output_meaning()))
+        return loss_fn(output, target)
 
 
 _NET_PARAMETERS_DOC = """
@@ -124,6 +137,9 @@ class SparseNetClassifier(SparseClassifierMixin, _BaseSparseNetWrapper):
     (2, 2)
     """
 
+    def _output_meaning(self):
+        return "one logit for 2 classes, one per class for more; y has %d" % len(self.classes_)
+
 
 class SparseNetRegressor(SparseRegressorMixin, _BaseSparseNetWrapper):
     __doc__ = """Regressor that trains any Gluon block on sparse input.
@@ -140,3 +156,6 @@ class SparseNetRegressor(SparseRegressorMixin, _BaseSparseNetWrapper):
     >>> reg.fit(X, np.asarray(X.sum(axis=1)).ravel()).predict(X[:2]).shape
     (2,)
     """
+
+    def _output_meaning(self):
+        return "one per column of y"
