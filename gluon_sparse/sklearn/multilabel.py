@@ -42,6 +42,7 @@ _ACTIVATIONS = {"identity": None, "logistic": "sigmoid", "tanh": "tanh", "relu":
 # Rows per forward pass at prediction (the top-k merges its own label blocks).
 _PREDICT_ROWS = 1024
 _BLOCK_SCORES = 1 << 22
+_MIN_BLOCK_ROWS = 64
 
 
 def _with_defaults(init, **defaults):
@@ -276,9 +277,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         module = self._get_module()
         # Blocks of one fixed height, the last padded with empty rows: every product has
         # the same shape, so a row's scores do not depend on the rows predicted with it
-        # (BLAS picks its kernel by shape). Fewer rows for more labels bound the work
-        # of a block, and of a one-row prediction, to about _BLOCK_SCORES scores.
-        rows = max(1, min(_PREDICT_ROWS, _BLOCK_SCORES // len(self.classes_)))
+        # (BLAS picks its kernel by shape). Fewer rows for more labels bound the work of
+        # a one-row prediction to about _BLOCK_SCORES scores, but never fewer than
+        # _MIN_BLOCK_ROWS: each block streams the whole output weight, which 64 rows
+        # use for ~32 flops a byte, enough to keep the product compute-bound.
+        rows = max(_MIN_BLOCK_ROWS, min(_PREDICT_ROWS, _BLOCK_SCORES // len(self.classes_)))
         with self._module_lock:
             output = module.output  # its reads (data()) bring deferred rows up to date
             ids, scores = [], []
@@ -308,6 +311,14 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             training label first.
         scores : ndarray of shape (n_samples, k)
             The output layer's scores (logits).
+
+        Notes
+        -----
+        Rows are scored in blocks of one height that depends only on the
+        number of labels (1024 rows up to 4,096 labels, down to 64 rows from
+        65,536 labels on), the last block padded: a row's scores are the same
+        bits whichever rows are predicted with it. A single row therefore costs
+        what a block costs.
         """
         check_is_fitted(self, "n_outputs_")
         if not isinstance(k, (Integral, np.integer)) or not 1 <= k <= self.n_outputs_:
