@@ -67,9 +67,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     ``fit(X, Y)`` takes ``Y`` as a scipy sparse indicator matrix ``(n, L)``
     (labels are the column indices), label lists (a list of lists, or a 1-D
     object array of them, as ``LibSVMDataset(multilabel=True).label``; labels
-    are numbers or strings), or a 1-D array (multi-class: one label a row). Training is
-    sampled (:class:`~gluon_sparse.nn.SampledOutput`): a step costs what the
-    batch's candidates cost, not ``L``.
+    are numbers or strings), or a 1-D array (multi-class: one label a row).
+    Training is sampled (:class:`~gluon_sparse.nn.SampledOutput`): a step
+    costs what the batch's candidates cost, not ``L``.
 
     Parameters
     ----------
