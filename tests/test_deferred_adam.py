@@ -244,9 +244,12 @@ def test_op_rejects_bad_input():
     with pytest.raises(mx.base.MXNetError, match="step"):
         mx.nd.gluon_sparse_adam_deferred_flush(w, state.mean, state.var, state.last_step,
                                                state.history, out=w, step=0)
-    with pytest.raises(RuntimeError, match="state is at step"):
-        state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
-        state.update(w, grad, 7, 0.1, 0.0, 1.0, None)
+    # After its first step a state numbers its own steps: an optimizer's count that
+    # starts again (MXNet counts per device id) does not rewind its history.
+    state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
+    before = state.step
+    state.update(w, grad, 1, 0.1, 0.0, 1.0, None)
+    assert state.step == before + 1 >= 2
 
 
 def test_history_grows_and_state_unregisters(monkeypatch):

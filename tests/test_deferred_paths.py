@@ -353,13 +353,17 @@ def test_save_parameters_and_states_mid_run_change_nothing(tmp_path, optimizer):
     assert not np.array_equal(_raw(loaded[0].weight), _raw(nets[1][0].weight))  # older weights
 
 
-def test_reset_ctx_keeps_training_exact(optimizer):
-    # A regression guard: reset_ctx replaces the arrays; the state follows them.
+@pytest.mark.parametrize("device", [0, 1])
+def test_reset_ctx_keeps_training_exact(optimizer, device):
+    """reset_ctx replaces the arrays; the state follows them. On another device id MXNet
+    counts the weight's updates from 1 again (the deferred state once refused to go on)."""
     nets, trainers = _pair("fc", False, 0.01, optimizer)
     _train_both(nets, trainers, _schedule())
     for net in nets:
-        net.collect_params().reset_ctx(mx.cpu(0))
-    _train_both(nets, trainers, _batches(10, 7, np.arange(IN_UNITS // 5)))
+        net.collect_params().reset_ctx(mx.cpu(device))
+    batches = [(x.as_in_context(mx.cpu(device)), y.as_in_context(mx.cpu(device)))
+               for x, y in _batches(10, 7, np.arange(IN_UNITS // 5))]
+    _train_both(nets, trainers, batches)
     _assert_all_equal(nets, trainers)
 
 

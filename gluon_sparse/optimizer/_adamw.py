@@ -52,7 +52,7 @@ class AdamwRule(Rule):
         return {"beta1": float(optimizer.beta1), "beta2": float(optimizer.beta2),
                 "epsilon": float(optimizer.epsilon)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         return mxnet_arguments(optimizer, index)
 
 

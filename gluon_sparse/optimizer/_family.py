@@ -87,11 +87,15 @@ class Rule(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         """The scalars of the update of weight ``index``: dict name -> float (``step_names``).
 
         Called once per update, after ``optimizer._update_count(index)``, so
         ``optimizer._index_update_count[index]`` is this update's 1-based count.
+        ``step`` is the number of the deferred history's record this update
+        writes (None: no history, an eager update): the number a rule's running
+        marks (``_replay_marks``) are kept in. It is the optimizer's count
+        unless MXNet restarted that count (a weight moved to another device id).
         """
 
     def create_states(self, optimizer, weight, zeros):

@@ -117,6 +117,21 @@ class DeferredRuleState(_registry.RegisteredState):
         return status
 
     # ------------------------------------------------------------------ steps
+    def next_step(self, count):
+        """The history step the next update writes, given the optimizer's update count.
+
+        A fresh state starts at the optimizer's count: it is up to date with any
+        step before its first update (a Trainer's ``begin_num_update``, or a
+        state created late), so the empty records before it are never replayed
+        (with clip_weights or FTRL's recomputed weight they would not be
+        no-ops). From there the state numbers its own steps: MXNet counts
+        updates per device id, so a weight moved to another device
+        (``reset_ctx``) counts from 1 again while its rows are where they were.
+        Each step's scalars (a bias correction included) stay the optimizer's,
+        from its own count, as the eager update's are.
+        """
+        return count if not self._started else self.step + 1
+
     def update(self, weight, grad, step, scalars, rescale_grad, catch_up=False):
         """Apply step ``step`` of the rule to the rows of the row_sparse ``grad``.
 
@@ -127,7 +142,7 @@ class DeferredRuleState(_registry.RegisteredState):
         grad : RowSparseNDArray
             Its gradient (int64 row indices).
         step : int
-            The 1-based update count of this weight.
+            The history step of this update, :meth:`next_step`.
         scalars : dict
             The rule's step scalars (``Rule.step``).
         rescale_grad : float
@@ -137,18 +152,13 @@ class DeferredRuleState(_registry.RegisteredState):
         """
         self.bind(weight)
         if not self._started:
-            # A fresh state is up to date with any step before its first update (a
-            # Trainer's begin_num_update, or a state created late): its rows start at
-            # step - 1, so the empty records before it are never replayed (with
-            # clip_weights or FTRL's recomputed weight they would not be no-ops).
             self.step = self._synced_step = step - 1
             if step > 1:
                 self.last_step[:] = step - 1
             self._started = True
         if step != self.step + 1:
-            raise RuntimeError("deferred %s: the optimizer is at update %d of this weight but its "
-                               "state is at step %d; the state does not belong to this optimizer "
-                               "(load_states of another run?)" % (self.rule, step, self.step))
+            raise ValueError("deferred %s: step %d follows step %d; pass next_step()"
+                             % (self.rule, step, self.step))
         if step >= self.history.shape[0]:
             self._grow_history(step)
         _native.load_ops()
@@ -231,9 +241,9 @@ def update(optimizer, rule, index, weight, grad, state):
         raise ValueError("deferred %s replays past steps with fixed %s; they changed to %s"
                          % (rule.name, state.fixed, fixed))
     optimizer._update_count(index)
-    scalars = rule.step(optimizer, index)
+    step = state.next_step(optimizer._index_update_count[index])
+    scalars = rule.step(optimizer, index, step)
     deferred.remember_state(optimizer, state)
     param = deferred._parameter_of(optimizer, index)
     several_devices = param is not None and param._data is not None and len(param._data) > 1
-    state.update(weight, grad, optimizer._index_update_count[index], scalars,
-                 optimizer.rescale_grad, catch_up=several_devices)
+    state.update(weight, grad, step, scalars, optimizer.rescale_grad, catch_up=several_devices)

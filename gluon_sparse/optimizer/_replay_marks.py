@@ -30,15 +30,16 @@ def _float32_up(value):
     return float(rounded)
 
 
-def last_step_where(optimizer, key, index, holds):
+def last_step_where(optimizer, key, index, holds, step=None):
     """The last update of weight ``index`` (this one included) at which ``holds`` was
     true, 0 if none, rounded up to float32.
 
-    Call once per update, after ``optimizer._update_count(index)``.
+    Call once per update, after ``optimizer._update_count(index)``. ``step``: this
+    update's number in the deferred history (default: the optimizer's count).
     """
     marks = _marks(optimizer)
     if holds:
-        marks[(key, index)] = optimizer._index_update_count[index]
+        marks[(key, index)] = optimizer._index_update_count[index] if step is None else step
     return _float32_up(marks.get((key, index), 0))
 
 

@@ -142,7 +142,8 @@ class DeferredAdamState(RegisteredState):
         grad : RowSparseNDArray
             Its gradient.
         step : int
-            The 1-based update count of this weight.
+            The optimizer's 1-based update count of this weight: a fresh state's
+            first step (later steps follow the state's own count).
         lr : float
             Learning rate with Adam's bias correction folded in.
         wd, rescale_grad : float
@@ -161,10 +162,12 @@ class DeferredAdamState(RegisteredState):
             # no-ops, skipped by the replay as fixed points.
             self.step = self._synced_step = step - 1
             self._started = True
-        if step != self.step + 1:
-            raise RuntimeError("deferred Adam: the optimizer is at update %d of this weight but "
-                               "its state is at step %d; the state does not belong to this "
-                               "optimizer (load_states of another run?)" % (step, self.step))
+        # The state numbers its own steps from there: MXNet counts updates per device
+        # id, so a weight moved to another device (reset_ctx) counts from 1 again while
+        # its rows are where they were. The step's scalars (bias correction included)
+        # are the optimizer's, from its own count, as the eager update's are, and the
+        # replay reads nothing else of a step than its record.
+        step = self.step + 1
         if step >= self.history.shape[0]:
             self._grow_history(step)
         kwargs = {"lr": lr, "step": step, "beta1": self.beta1, "beta2": self.beta2,

@@ -46,7 +46,7 @@ class AdaGradRule(Rule):
     # are parsed as MXNet's float fields, which could not carry every float32).
     step_names = ("lr", "wd", "clip_gradient", "epsilon", "last_moving_step")
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         # lr, wd and eps are operands of the dense path's scalar ops, which parse
         # a double and cast it to float32: pass that float32 (its repr is exact).
         # clip_gradient is clip's float field: pass it as MXNet does (its text).
@@ -60,7 +60,7 @@ class AdaGradRule(Rule):
         return {"lr": lr, "wd": wd, "clip_gradient": -1.0 if clip is None else float(clip),
                 "epsilon": eps,
                 "last_moving_step": last_step_where(optimizer, "adagrad.moving", index,
-                                                    not identity)}
+                                                    not identity, step)}
 
 
 ADAGRAD = AdaGradRule()

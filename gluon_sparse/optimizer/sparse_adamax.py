@@ -40,7 +40,7 @@ class AdamaxRule(Rule):
         return {"beta1": float(optimizer.beta1), "one_minus_beta1": 1. - optimizer.beta1,
                 "beta2": float(optimizer.beta2), "epsilon": float(optimizer.epsilon)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         t = optimizer._index_update_count[index]
         lr = optimizer._get_lr(index)
         lr /= (1. - optimizer.beta1 ** t)  # the same double expression as mx.optimizer.Adamax

@@ -38,7 +38,7 @@ class FtrlRule(Rule):
     def fixed(self, optimizer):
         return {"lamda1": float(optimizer.lamda1), "beta": float(optimizer.beta)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         # mx.optimizer.Ftrl passes clip_gradient only when truthy and the kernel
         # clips when it is >= 0: 0 and negative values mean no clipping.
         scalars = self.lr_wd_clip(optimizer, index)
@@ -46,7 +46,7 @@ class FtrlRule(Rule):
         odd = not (0 < lr < math.inf and 0 <= wd < math.inf)
         # Twice the largest lr: a bound whatever the parse of its text.
         scalars["max_lr"] = 2.0 * running_max(optimizer, "ftrl.max_lr", index, lr)
-        scalars["last_odd_step"] = last_step_where(optimizer, "ftrl.odd", index, odd)
+        scalars["last_odd_step"] = last_step_where(optimizer, "ftrl.odd", index, odd, step)
         return scalars
 
 

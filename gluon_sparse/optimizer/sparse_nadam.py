@@ -29,7 +29,7 @@ class NadamRule(Rule):
                 "beta2": float(optimizer.beta2), "one_minus_beta2": 1. - optimizer.beta2,
                 "epsilon": float(optimizer.epsilon)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         t = optimizer._index_update_count[index]
         lr = optimizer._get_lr(index)
         wd = optimizer._get_wd(index)

@@ -34,7 +34,7 @@ class RmspropRule(Rule):
         return {"gamma1": float(optimizer.gamma1), "epsilon": float(optimizer.epsilon),
                 "clip_weights": _clip_weights(optimizer)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         return self.lr_wd_clip(optimizer, index)
 
 

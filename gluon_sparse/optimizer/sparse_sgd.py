@@ -17,7 +17,7 @@ class SgdMomRule(Rule):
     def fixed(self, optimizer):
         return {"momentum": float(optimizer.momentum)}
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         return self.lr_wd_clip(optimizer, index)
 
 
@@ -27,7 +27,7 @@ class SgdRule(Rule):
     name = "sgd"
     step_names = ("lr", "wd", "clip_gradient")
 
-    def step(self, optimizer, index):
+    def step(self, optimizer, index, step=None):
         return self.lr_wd_clip(optimizer, index)
 
 
