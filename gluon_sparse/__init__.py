@@ -10,6 +10,9 @@ _import_mxnet()
 
 from ._version import __version__  # noqa: E402
 from . import _fork  # noqa: E402,F401  (forks wait for MXNet's engine without hanging)
+from . import _worker_exit  # noqa: E402  (a dist worker that raised exits: its job can end)
+
+_worker_exit.install()
 from . import data, nn, optimizer  # noqa: E402  (optimizer registers 'sparseadam')
 
 __all__ = ["__version__", "data", "nn", "optimizer"]

@@ -220,6 +220,50 @@ def test_killing_a_worker_ends_a_dist_sync_job_with_nothing_left_running():
             launch.wait()
 
 
+@pytest.mark.slow
+def test_a_worker_that_raises_ends_a_dist_sync_job_with_its_error():
+    """MXNet's kvstore holds a worker that raised at exit, waiting for the others, which
+    wait for it: the job hung with no code. A gluon-sparse worker exits after a grace."""
+    worker = ("import time, mxnet as mx, gluon_sparse\n"
+              "kv = mx.kv.create('dist_sync')\n"
+              "if kv.rank == 1:\n"
+              "    raise RuntimeError('a bug in rank 1')\n"
+              "kv.init(0, mx.nd.zeros((2,)))\n"
+              "while True:\n"
+              "    kv.push(0, mx.nd.ones((2,))); out = mx.nd.zeros((2,))\n"
+              "    kv.pull(0, out=out); out.wait_to_read(); time.sleep(0.05)\n")
+    env = dict(os.environ, GLUON_SPARSE_WORKER_EXIT_GRACE="3")
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "gluon_sparse.distributed.launcher", "-n", "2", "-s", "1",
+         "--grace-period", "2", "--timeout", "200", "--", PYTHON, "-c", worker],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=env)
+    try:
+        out, err = launch.communicate(timeout=180)
+        assert launch.returncode == 1, (out[-2000:], err[-2000:])
+        assert "RuntimeError: a bug in rank 1" in out + err
+        assert "exited with code 1" in err
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
+
+
+def test_the_exit_watchdog_is_armed_in_workers_only(monkeypatch):
+    from gluon_sparse import _worker_exit
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.delenv("DMLC_ROLE", raising=False)
+    _worker_exit.install()
+    assert sys.excepthook is sys.__excepthook__
+    monkeypatch.setenv("DMLC_ROLE", "worker")
+    monkeypatch.setenv(_worker_exit.GRACE_VARIABLE, "-1")
+    _worker_exit.install()
+    _worker_exit.install()  # once only
+    assert sys.excepthook._gluon_sparse and _worker_exit._grace() == 30.0
+    monkeypatch.setenv(_worker_exit.GRACE_VARIABLE, "2.5")
+    assert _worker_exit._grace() == 2.5
+
+
 def wait_for_lines(stream, marker, count, timeout):
     found = []
     deadline = time.monotonic() + timeout
