@@ -121,6 +121,12 @@ def test_bad_input_and_arguments_are_named():
         layer(mx.nd.zeros((2, 50), dtype="float64"))
     with pytest.raises(TypeError, match="NDArray or CSRNDArray"):
         layer(np.zeros((2, 50), dtype=np.float32))
+    # MXNet does not check a CSR array's indices against its shape; the kvstore pull
+    # of row 55 of a 50-row weight corrupted the heap.
+    beyond = mx.nd.sparse.csr_matrix((np.ones(3, np.float32), np.array([1, 55, 7]),
+                                      np.array([0, 2, 3])), shape=(2, 50))
+    with pytest.raises(ValueError, match=r"CSR column index 55 is outside \[0, 50\)"):
+        layer(beyond)
     with pytest.raises(ValueError, match="in_units must be a positive int"):
         FullyConnectedSparseRowSparseWeight(3, in_units=0)
     untrained = FullyConnectedSparseRowSparseWeight(3, in_units=50)

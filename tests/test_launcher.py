@@ -4,6 +4,7 @@ import io
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,21 @@ def test_add_arguments_parses_the_contract_options():
     assert args.command[-4:] == ["python", "train.py", "--lr", "0.1"]
     defaults = parse(["--num-workers", "1", "--", "cmd"])
     assert defaults.num_servers == 1 and defaults.hosts is None and defaults.timeout is None
+    for bad in (["--timeout", "-5"], ["--timeout", "nan"], ["--grace-period", "-1"]):
+        with pytest.raises(SystemExit):
+            parse(["-n", "1"] + bad + ["--", "cmd"])
+
+
+def test_a_port_in_use_is_named(caplog):
+    with socket.socket() as taken:
+        taken.bind((launcher.LOOPBACK, 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = launcher.run(parse(["-n", "1", "--port", str(port), "--", PYTHON, "-c", "pass"]),
+                            output=io.StringIO())
+    assert code == 2
+    assert any("--port %d: the scheduler cannot listen there" % port in r.getMessage()
+               for r in caplog.records)
 
 
 def test_local_processes_get_the_dmlc_environment_on_loopback():

@@ -303,6 +303,17 @@ def test_bad_input_is_named():
         out(h, np.array([0, 1, 300]))
     with pytest.raises(ValueError, match="label indicator has shape"):
         out(h, sp.csr_matrix((3, L + 1)))
+    # An MXNet CSR indicator is not checked against its shape (a one-based id would be
+    # a candidate past the weight's end), and its values must be 0 or 1.
+    beyond = mx.nd.sparse.csr_matrix((np.ones(2, np.float32), np.array([4, L]),
+                                      np.array([0, 1, 1, 2])), shape=(3, L))
+    with pytest.raises(ValueError, match=r"label 300 of example 2 is outside \[0, 300\)"):
+        out(h, beyond)
+    with pytest.raises(ValueError, match="holds 0 and 1; example 1 has 0.5 for label 7"):
+        out(h, sp.csr_matrix((np.array([1.0, 0.5]), np.array([4, 7]), np.array([0, 1, 2, 2])),
+                             shape=(3, L)))
+    with pytest.raises(TypeError, match="float64 parameters but h is float32"):
+        out(mx.nd.ones((3, H)), np.array([0, 1, 2]))
     with pytest.raises(ValueError, match="1-D array of 3 label ids"):
         out(h, np.array([0, 1]))
     with pytest.raises(ValueError, match="inputs of width 6"):
@@ -311,6 +322,16 @@ def test_bad_input_is_named():
         make_sampler("frequency", 10)
     with pytest.raises(ValueError, match="loss must be"):
         SampledOutput(10, loss="hinge")
+
+
+def test_in_batch_negatives_stay_in_batch_with_unique():
+    """num_sampled is moot for in-batch negatives; with unique=True it once made the
+    candidates every label (num_sampled >= L - positives)."""
+    for unique in (False, True):
+        out = SampledOutput(1000, in_units=4, sampler="in_batch", num_sampled=1024,
+                            unique=unique, seed=0)
+        ids, _, correction = out.candidates(np.array([3, 17, 42, 3]), 4)
+        assert ids.tolist() == [3, 17, 42] and not correction.any()
 
 
 def _planted(rng, rows, num_labels, num_features=600, owned=6, shown=4):

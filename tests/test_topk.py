@@ -152,6 +152,20 @@ def test_precision_and_ndcg_against_sklearn():
         assert ndcg_at_k(Y, ids, k) == pytest.approx(ndcg_score(dense, scores, k=k))
     with pytest.raises(ValueError, match="at least 5 predictions"):
         precision_at_k(Y, ids[:, :3], 5)
+    # Stored zeros are not positives, in the hits nor in the ideal DCG: zeros stored
+    # at each row's two best predictions where the row has no label.
+    indptr, indices, data = [0], [], []
+    for i in range(40):
+        row = Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist()
+        extra = [c for c in ids[i, :2] if dense[i, c] == 0]
+        indices += row + extra
+        data += [1.0] * len(row) + [0.0] * len(extra)
+        indptr.append(len(indices))
+    with_zeros = sp.csr_matrix((data, indices, indptr), shape=Y.shape)
+    assert with_zeros.nnz > Y.nnz
+    for k in (1, 3, 5):
+        assert ndcg_at_k(with_zeros, ids, k) == ndcg_at_k(Y, ids, k)
+        assert precision_at_k(with_zeros, ids, k) == precision_at_k(Y, ids, k)
 
 
 def test_mixed_dtypes_are_named():

@@ -40,6 +40,7 @@ import sys
 import threading
 import time
 
+from ..cli._arguments import non_negative_float, positive
 from ._hosts import host_address, read_hosts, ssh_command
 from ._job import POLL_INTERVAL, Job, StartFailed, describe_exit
 
@@ -111,14 +112,14 @@ def add_arguments(parser):
     parser.add_argument("--hosts", metavar="FILE",
                         help="file with one ssh host per line ([user@]host[:port]); without it "
                              "every process runs on this machine on 127.0.0.1")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive(float), default=None, metavar="SECONDS",
                         help="stop the whole job and exit %d after this many seconds "
                              "(default: no limit)" % TIMEOUT_EXIT_CODE)
     parser.add_argument("--port", type=int, default=0,
                         help="scheduler port (default: a port free on this machine; with "
                              "--hosts it is only checked here, so pick one the first host has "
                              "free)")
-    parser.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_PERIOD,
+    parser.add_argument("--grace-period", type=non_negative_float, default=DEFAULT_GRACE_PERIOD,
                         metavar="SECONDS",
                         help="time between SIGTERM and SIGKILL when stopping processes, and "
                              "that servers get to exit after the workers (default: %g)"
@@ -133,6 +134,18 @@ def free_port(host=LOOPBACK):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def _check_port_free(port, host=LOOPBACK):
+    """Raise OSError naming ``port`` when the scheduler could not bind it (ps-lite's own
+    message does not name it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            raise OSError("--port %d: the scheduler cannot listen there (%s); pick another "
+                          "port or leave --port out" % (port, err.strerror or err)) from None
 
 
 def build_processes(num_workers, num_servers, command, port, hosts=None, cwd=None,
@@ -272,6 +285,8 @@ def run(args, output=None):
     try:
         hosts = read_hosts(args.hosts) if args.hosts else None
         port = getattr(args, "port", 0) or free_port()
+        if not hosts:
+            _check_port_free(port)
         processes = build_processes(args.num_workers, args.num_servers, command, port, hosts)
     except (OSError, ValueError) as err:
         logger.error("%s", err)

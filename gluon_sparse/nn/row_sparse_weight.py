@@ -33,7 +33,7 @@ __all__ = ["FullyConnectedSparseRowSparseWeight", "pull_rows"]
 ROW_SPARSE = {"stype": "row_sparse", "grad_stype": "row_sparse"}
 
 
-def pull_rows(param, row_ids):
+def pull_rows(param, row_ids, what="row id"):
     """The rows ``row_ids`` of a ``row_sparse`` Parameter, pulled from its Trainer's kvstore.
 
     The shared mechanism of the blocks of this module: a thin layer over
@@ -48,6 +48,8 @@ def pull_rows(param, row_ids):
     row_ids : NDArray of int64
         Rows to pull (need be neither unique nor sorted), on the context whose
         copy of the parameter receives them.
+    what : str, default 'row id'
+        What an id is to the caller, for the error naming one outside the weight.
 
     Returns
     -------
@@ -55,6 +57,13 @@ def pull_rows(param, row_ids):
         The parameter's array on ``row_ids.context``, holding those rows;
         gradients recorded through it land in the parameter's gradient.
     """
+    # The kvstore does not check ids against the weight: one past its end is a write
+    # out of bounds (heap corruption), so check here, on the host copy of the ids.
+    ids = row_ids.asnumpy()
+    bad = np.flatnonzero((ids < 0) | (ids >= param.shape[0]))
+    if bad.size:
+        raise ValueError("%s: %s %d is outside [0, %d) (the weight's rows)"
+                         % (param.name, what, ids[bad[0]], param.shape[0]))
     trainer = param._trainer
     if trainer is None:
         raise RuntimeError("%s is stored row by row in a Trainer's kvstore: create the "
@@ -216,7 +225,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
             # also make the weight gradient dense.
             x = x.tostype("csr")
         # Column indices need be neither unique nor sorted for row_sparse_pull.
-        weight = pull_rows(self.weight, x.indices)
+        weight = pull_rows(self.weight, x.indices, "CSR column index")
         out = mx.nd.sparse.dot(x, weight)
         if self.bias is not None:
             out = mx.nd.broadcast_add(out, self.bias.data(x.context).reshape((1, -1)))

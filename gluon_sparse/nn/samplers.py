@@ -30,6 +30,8 @@ class CandidateSampler(abc.ABC):
 
     #: True when the candidates are every label (no sampling, no correction).
     exhaustive = False
+    #: False when the sampler draws no negatives of its own (``num_sampled`` is moot).
+    draws = True
 
     def __init__(self, num_labels):
         if not isinstance(num_labels, (int, np.integer)) or num_labels <= 0:
@@ -179,6 +181,8 @@ class InBatchSampler(CandidateSampler):
     The candidates are then present with certainty given the batch, so no
     correction applies.
     """
+
+    draws = False
 
     def sample(self, rng, num_sampled):
         return np.empty(0, dtype=np.int64)

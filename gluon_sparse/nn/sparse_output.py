@@ -56,8 +56,10 @@ class SampledOutput(HybridBlock):
       ``-(1/|Y|) sum_{y in Y} log softmax_S(s)_y``; an example without
       positives contributes 0.
     * ``loss='bce'``: sampled sigmoid cross-entropy, negative sampling with
-      the logQ correction (TensorFlow's ``sampled_sigmoid`` / ``nce_loss``
-      with ``subtract_log_q``, word2vec's negative sampling): the binary
+      the logQ correction (as TensorFlow's ``sampled_sigmoid`` / ``nce_loss``
+      with ``subtract_log_q``, except that the batch's positives, candidates
+      with certainty, are not shifted: TensorFlow subtracts their ``log Q``
+      too; word2vec's negative sampling): the binary
       cross-entropy summed over the candidates, *unweighted*, on the logits
       ``s_c - log p_c`` with the same ``p_c`` as the softmax (1 for the
       batch's positives, which are negatives of the batch's other examples)::
@@ -216,6 +218,19 @@ class SampledOutput(HybridBlock):
                 raise ValueError("%s: the label indicator has shape %s but the batch has %d rows "
                                  "and the layer %d labels" % (self.name, labels.shape, batch,
                                                               self._num_labels))
+            # An MXNet CSR array is not checked against its shape: a one-based label id
+            # would otherwise become a candidate row past the weight's end.
+            bad = np.flatnonzero((labels.indices < 0) | (labels.indices >= self._num_labels))
+            if bad.size:
+                example = int(np.searchsorted(labels.indptr, bad[0], side="right")) - 1
+                raise ValueError("%s: label %d of example %d is outside [0, %d)"
+                                 % (self.name, labels.indices[bad[0]], example, self._num_labels))
+            bad = np.flatnonzero((labels.data != 0) & (labels.data != 1))
+            if bad.size:
+                example = int(np.searchsorted(labels.indptr, bad[0], side="right")) - 1
+                raise ValueError("%s: a label indicator holds 0 and 1; example %d has %r for "
+                                 "label %d" % (self.name, example, float(labels.data[bad[0]]),
+                                               labels.indices[bad[0]]))
             labels.eliminate_zeros()
             labels.sum_duplicates()
             return labels.indptr.astype(np.int64), labels.indices.astype(np.int64), True
@@ -265,11 +280,12 @@ class SampledOutput(HybridBlock):
         cols)`` of each positive in the ``(batch, C)`` target and each example's count."""
         indptr, positive_ids, multilabel = self._label_rows(labels, batch)
         positives = np.unique(positive_ids)
+        unique = self._unique and self.sampler.draws  # in-batch negatives draw nothing
         exhaustive = self.sampler.exhaustive or (
-            self._unique and self._num_sampled >= self._num_labels - positives.size)
+            unique and self._num_sampled >= self._num_labels - positives.size)
         if exhaustive:  # every label: the exact loss, no correction
             ids = np.arange(self._num_labels, dtype=np.int64)
-        elif self._unique:
+        elif unique:
             drawn, tries = self.sampler.sample_distinct(self._rng, self._num_sampled, positives)
             ids = np.union1d(positives, drawn).astype(np.int64)
         else:
@@ -303,6 +319,10 @@ class SampledOutput(HybridBlock):
         if h.stype != "default":
             raise TypeError("%s takes a dense input h (the output of the hidden layers), got %s"
                             % (self.name, h.stype))
+        if np.dtype(h.dtype) != np.dtype(self.weight.dtype):
+            raise TypeError("%s has %s parameters but h is %s with shape %s; cast h with "
+                            "h.astype(...)" % (self.name, np.dtype(self.weight.dtype),
+                                               np.dtype(h.dtype), tuple(h.shape)))
         for param in self.params.values():
             if param.grad_req == "add":
                 raise ValueError("%s: grad_req='add' is not supported for the row_sparse "

@@ -120,14 +120,15 @@ def _hits(Y, ids, k, metric):
     if ids.shape[1] < k:
         raise ValueError("%s@%d needs at least %d predictions per row, got %d"
                          % (metric, k, k, ids.shape[1]))
-    Y = sp.csr_matrix(Y)
+    Y = sp.csr_matrix(Y, copy=True)
     if Y.shape[0] != ids.shape[0]:
         raise ValueError("the indicator has %d rows but the predictions %d"
                          % (Y.shape[0], ids.shape[0]))
+    Y.eliminate_zeros()  # stored zeros are not positives (nor are they in the counts)
+    Y.sum_duplicates()
     hits = np.zeros(ids.shape)
     for i in range(ids.shape[0]):
-        positives = Y.indices[Y.indptr[i]:Y.indptr[i + 1]][Y.data[Y.indptr[i]:Y.indptr[i + 1]] != 0]
-        hits[i] = np.isin(ids[i], positives)
+        hits[i] = np.isin(ids[i], Y.indices[Y.indptr[i]:Y.indptr[i + 1]])
     return hits, np.diff(Y.indptr)
 
 
