@@ -144,6 +144,10 @@ def compact_param_arrays(arrays, initial_rows):
     return to_save, left_out
 
 
+class DamagedFile(ValueError):
+    """A parameter file whose contents contradict themselves (not a mismatch with the net)."""
+
+
 def expand_param_arrays(loaded, left_out, initial_rows, params_path):
     """Whole numpy arrays from what :func:`compact_param_arrays` saved.
 
@@ -208,7 +212,13 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path):
         value = arrays[name]
         if not value.flags.writeable:
             value = arrays[name] = value.copy()
-        value[stored.indices.asnumpy()] = stored.data.asnumpy()
+        indices = stored.indices.asnumpy()
+        bad = np.flatnonzero((indices < 0) | (indices >= stored.shape[0]))
+        if bad.size:
+            arrays.pop(name, None)
+            raise DamagedFile("%s is damaged: %r stores row %d of a weight of %d rows"
+                              % (params_path, name, indices[bad[0]], stored.shape[0]))
+        value[indices] = stored.data.asnumpy()
     return arrays
 
 
@@ -228,6 +238,14 @@ def ndarrays_from_bytes(buffer, params_path):
                          % (params_path, _mxnet_load_cause(err))) from err
     if not isinstance(loaded, dict):
         raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
+    for name, array in loaded.items():
+        try:  # a damaged header's shape fails only when read (sizes past 2^31, negative dims)
+            array.shape  # noqa: B018
+            if array.stype == "row_sparse":
+                array.indices.shape  # noqa: B018
+        except mx.base.MXNetError as err:
+            raise DamagedFile("%s is damaged: the shape of %r cannot be read (%s)"
+                              % (params_path, name, _mxnet_load_cause(err))) from err
     return loaded
 
 

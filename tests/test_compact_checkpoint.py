@@ -1,5 +1,6 @@
 """save_compact_parameters / load_compact_parameters against save_parameters / load_parameters."""
 import os
+import struct
 
 import mxnet as mx
 import numpy as np
@@ -163,6 +164,48 @@ def test_damaged_files_and_plain_load_parameters_are_clear_errors(tmp_path):
     assert "\n" not in str(info.value)
     with pytest.raises(TypeError, match="initial must be a gluon Block"):
         save_compact_parameters(net, str(tmp_path / "x"), initial=0)
+
+
+@pytest.mark.parametrize("damage", ["dimension past 2^31 elements", "negative dimension",
+                                    "row index"])
+def test_a_damaged_shape_or_row_index_is_a_one_line_error(tmp_path, damage):
+    """Such files once escaped as a raw MXNet traceback or a bare IndexError."""
+    small = lambda: _net(seed=0, in_units=300)  # noqa: E731
+    net = small()
+    trainer = gluon.Trainer(net.collect_params(), SparseAdam(learning_rate=0.01))
+    x = mx.nd.sparse.csr_matrix((np.ones(6, np.float32), np.array([3, 9, 40, 7, 200, 299]),
+                                 np.array([0, 3, 6])), shape=(2, 300))
+    with autograd.record():
+        loss = net(x).sum()
+    loss.backward()
+    trainer.step(2)
+    path, bad = tmp_path / "ckpt", tmp_path / "bad"
+    save_compact_parameters(net, str(path), initial=small)
+    if damage == "row index":
+        arrays = mx.nd.load(str(path))
+        name = next(k for k, v in arrays.items() if v.stype == "row_sparse")
+        indices = arrays[name].indices.asnumpy().copy()
+        indices[-1] |= 1 << 40
+        arrays[name] = mx.nd.sparse.row_sparse_array((arrays[name].data, indices),
+                                                     shape=arrays[name].shape)
+        mx.nd.save(str(bad), arrays)
+        match = r"is damaged: .* stores row 1099511\d+ of a weight of 300 rows"
+    else:
+        # The weight's shape as MXNet writes it: ndim (int32), then int64 dimensions.
+        data = path.read_bytes()
+        field = struct.pack("<iqq", 2, 300, UNITS)
+        assert data.count(field) == 1
+        where = data.index(field) + 4
+        value = 300 | 1 << 40 if damage.startswith("dimension") else -300
+        bad.write_bytes(data[:where] + struct.pack("<q", value) + data[where + 8:])
+        match = "is damaged: the shape of .* cannot be read|could not be read"
+    fresh = small()
+    before = _params(fresh)
+    with pytest.raises(ValueError, match=match) as info:
+        load_compact_parameters(fresh, str(bad), initial=small)
+    assert "\n" not in str(info.value) and str(bad) in str(info.value)
+    after = _params(fresh)
+    assert all(after[k].tobytes() == before[k].tobytes() for k in before)
 
 
 def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):

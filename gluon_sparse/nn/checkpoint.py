@@ -189,6 +189,8 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
         initial_rows = lambda: iter(())  # noqa: E731
     try:
         arrays = _compact.expand_param_arrays(loaded, left_out, initial_rows, filename)
+    except _compact.DamagedFile:
+        raise
     except ValueError as err:
         raise ValueError("%s; %s must hold the values the saved network was initialised with "
                          "(same structure, seed and initializers, not trained since)"
