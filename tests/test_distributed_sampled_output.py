@@ -224,3 +224,41 @@ def test_parameters_loaded_from_the_plain_block_keep_their_zero_rows(tmp_path):
     trainer.step(1)
     for got, expected in zip(dense_weights(out), dense_weights(reference)):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "sparseadam-deferred"])
+def test_candidates_in_blocks_give_the_same_training(monkeypatch, optimizer):
+    """Past MXNet's 2^31-element input limit (C candidates x L labels) the selector is cut
+    into blocks of rows; blocks of 7 candidates train bit for bit as one block, on one
+    device and with the weight in the kvstore."""
+    from gluon_sparse.nn import sparse_output
+    data = batches(multilabel=True)
+    runs = []
+    for limit in (sparse_output._MAX_INPUT_ELEMENTS, NUM_LABELS * 7 + 1):
+        monkeypatch.setattr(sparse_output, "_MAX_INPUT_ELEMENTS", limit)
+        runs.append(dense_weights(train_one_device(optimizer, "softmax", data))
+                    + dense_weights(train_two_contexts(optimizer, "bce", data)[0]))
+    for name, a, b in zip(("weight", "bias", "kvstore weight", "kvstore bias"), *runs):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_more_candidates_than_one_mxnet_input_holds():
+    """10^6 labels, 256 rows of 10 labels and 1,024 draws: ~3,500 candidates, a selector of
+    3.5e9 elements, which MXNet refused as one array."""
+    num_labels, batch = 10 ** 6, 256
+    out = SampledOutput(num_labels, in_units=4, num_sampled=1024, loss="bce", seed=3)
+    out.initialize(mx.init.Uniform(0.3))
+    trainer = gluon.Trainer(out.collect_params(), "sparseadam", {"deferred": True})
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, num_labels, (batch, 10))
+    y = sp.csr_matrix((np.ones(ids.size, np.float32), ids.ravel(),
+                       np.arange(0, ids.size + 1, 10)), shape=(batch, num_labels))
+    y.sum_duplicates()
+    assert out.candidates(y, batch)[0].size * num_labels > 2 ** 31
+    with autograd.record():
+        loss = out(mx.nd.array(rng.standard_normal((batch, 4))), y)
+    loss.backward()
+    trainer.step(batch)
+    assert np.isfinite(loss.asnumpy()).all()
+    grad_rows = out.weight.grad().indices.asnumpy()
+    np.testing.assert_array_equal(np.unique(grad_rows), grad_rows)

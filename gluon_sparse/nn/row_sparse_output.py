@@ -13,9 +13,9 @@ batch.
 import mxnet as mx
 import numpy as np
 
-from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
+from ..data.batchify import array_to_ndarray
 from .row_sparse_weight import pull_rows
-from .sparse_output import SampledOutput
+from .sparse_output import SampledOutput, _blockwise, candidate_selector
 
 __all__ = ["SampledOutputRowSparseWeight", "Candidates"]
 
@@ -189,7 +189,7 @@ class SampledOutputRowSparseWeight(SampledOutput):
     def _candidate_rows(self, F, selector, param):
         # The pulled parameter is row_sparse: MXNet's dot(csr, row_sparse) reads
         # those rows and gives a row_sparse gradient of the same rows.
-        return F.sparse.dot(selector, param)
+        return _blockwise(F, F.sparse.dot, selector, param)
 
     def forward(self, h, labels):
         """Loss of each example over its (global) batch's candidates."""
@@ -208,9 +208,7 @@ class SampledOutputRowSparseWeight(SampledOutput):
         ids = array_to_ndarray(draw.ids, ctx)
         weight = pull_rows(self.weight, ids)
         bias = pull_rows(self.bias, ids) if self.bias is not None else None
-        selector = csr_parts_to_ndarray(np.ones(draw.ids.size, dtype=dtype), draw.ids,
-                                        np.arange(draw.ids.size + 1, dtype=np.int64),
-                                        (draw.ids.size, self.num_labels), dtype, ctx)
+        selector = candidate_selector(draw.ids, self.num_labels, dtype, ctx)
         target = array_to_ndarray(draw.target.astype(dtype), ctx)
         correction = array_to_ndarray(draw.correction.astype(dtype), ctx)
         return self.hybrid_forward(mx.nd, h, selector, target, correction, weight, bias)

@@ -36,6 +36,33 @@ _native.load_ops()
 _LOSSES = ("softmax", "bce")
 
 
+# MXNet 1.9.1 (built without int64 tensor sizes) refuses an operator input of 2^31
+# elements or more, counting a CSR array's logical shape: C candidates over L labels
+# reach it from C = 2,148 at 10^6 labels (a batch of 256 rows with 5 labels each and
+# 1,024 draws).
+_MAX_INPUT_ELEMENTS = 2 ** 31 - 1
+
+
+def candidate_selector(ids, num_labels, dtype, ctx):
+    """The CSR ``(C, num_labels)`` with a 1 at ``(i, ids[i])``: ``dot(selector, W)`` is
+    the candidates' rows of ``W``. A list of such blocks of consecutive candidates where
+    one array would be too large for MXNet."""
+    rows = max(1, (_MAX_INPUT_ELEMENTS - 1) // num_labels)
+    blocks = [csr_parts_to_ndarray(np.ones(part.size, dtype=dtype), part,
+                                   np.arange(part.size + 1, dtype=np.int64),
+                                   (part.size, num_labels), dtype, ctx)
+              for part in (ids[start:start + rows] for start in range(0, max(ids.size, 1), rows))]
+    return blocks[0] if len(blocks) == 1 else blocks
+
+
+def _blockwise(F, dot, selector, param):
+    """``dot(selector, param)``, or its blocks' products stacked (each block's gradient
+    is row_sparse; autograd adds them up)."""
+    if isinstance(selector, (list, tuple)):
+        return F.concat(*[dot(block, param) for block in selector], dim=0)
+    return dot(selector, param)
+
+
 class SampledOutput(HybridBlock):
     r"""Output layer of ``num_labels`` labels trained with sampled candidates.
 
@@ -348,9 +375,7 @@ class SampledOutput(HybridBlock):
         # Built in this thread (data.batchify's helpers): mx.nd.array and
         # sparse.csr_matrix copy through the engine and wait behind the
         # previous step's queued work, which costs more than the step itself.
-        selector = csr_parts_to_ndarray(np.ones(ids.size, dtype=dtype), ids,
-                                        np.arange(ids.size + 1, dtype=np.int64),
-                                        (ids.size, self._num_labels), dtype, ctx)
+        selector = candidate_selector(ids, self._num_labels, dtype, ctx)
         target = array_to_ndarray(target, ctx)
         correction = array_to_ndarray(correction.astype(dtype), ctx)
         return super().forward(h, selector, target, correction)
@@ -368,9 +393,10 @@ class SampledOutput(HybridBlock):
         super().hybridize(False, **kwargs)
 
     def _candidate_rows(self, F, selector, param):
-        """The candidates' rows of ``param``: ``dot(selector, param)`` (a hook: the
-        row_sparse-weight subclass reads a pulled row_sparse array with MXNet's sparse.dot)."""
-        return F.gluon_sparse_dot(selector, param)
+        """The candidates' rows of ``param``: ``dot(selector, param)``, block by block for a
+        list of selector blocks (:func:`candidate_selector`); a hook: the row_sparse-weight
+        subclass reads a pulled row_sparse array with MXNet's sparse.dot."""
+        return _blockwise(F, F.gluon_sparse_dot, selector, param)
 
     def hybrid_forward(self, F, h, selector, target, correction, weight, bias=None):
         rows = self._candidate_rows(F, selector, weight)  # (C, in_units): the candidates' rows
