@@ -1,6 +1,7 @@
 """Datasets, samplers, SparseDataLoader and the DataIter adapter against scipy/NumPy/Gluon."""
 import os
 import threading
+import time
 
 import mxnet as mx
 import numpy as np
@@ -272,3 +273,26 @@ def test_batches_land_on_the_cpu_device_asked_for(ctx):
     for data, label in loader:
         assert data.context == ctx and label.context == ctx
         assert data.stype == "csr"
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_rollover_after_an_epoch_left_early_does_not_depend_on_prefetch(prefetch):
+    """The carry is handed on when an epoch starts: with it set at the epoch's end, a
+    break re-used the previous carry without prefetch and the abandoned epoch's with it."""
+    def epochs(prefetch):
+        loader = SparseDataLoader(CSRDataset(random_csr(rows=250), np.arange(250)),
+                                  batch_size=100, last_batch="rollover", prefetch=prefetch)
+        first = [label.asnumpy().tolist() for _, label in loader]
+        for _, label in loader:
+            second = [label.asnumpy().tolist()]
+            break
+        time.sleep(0.05)  # a background thread may run on to the epoch's end
+        third = [label.asnumpy().tolist() for _, label in loader]
+        return first, second, third
+
+    first, second, third = epochs(prefetch)
+    assert (first, second, third) == epochs(0)
+    assert [len(b) for b in first] == [100, 100] and second[0][:50] == list(range(200, 250))
+    # The second epoch (50 carried + 250) left nothing over, though only its first
+    # batch was taken: the third starts afresh and carries 50 again.
+    assert [len(b) for b in third] == [100, 100] and third[0][:3] == [0, 1, 2]

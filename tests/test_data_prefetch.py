@@ -226,3 +226,15 @@ def test_errors_and_close_after_moving_inline():
     items.close()  # a loop left early: the source is closed in the consumer
     assert closed_in == [threading.current_thread().name]
     assert wait_for_no_prefetch_threads() == []
+
+
+def test_none_items_survive_the_move_into_the_consumer():
+    """An item that is None, left in the buffer when the source moved into the consumer,
+    was taken for an empty buffer and dropped (199 of 200 items)."""
+    def source():
+        for i in range(200):
+            time.sleep(0.0005)  # slower than the consumer: the prefetcher moves inline
+            yield None if i % 2 else i
+
+    got = list(Prefetcher(source(), depth=2, adaptive=True))
+    assert got == [None if i % 2 else i for i in range(200)]

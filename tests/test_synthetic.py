@@ -44,3 +44,23 @@ def test_bad_arguments_are_named():
         make_reference_dataset(n_samples=10, n_features=100, label_rule="sum")
     with pytest.raises(ValueError, match="n_informative"):
         make_reference_dataset(n_samples=10, n_features=100, n_informative=0)
+
+
+@pytest.mark.parametrize("kwargs", [dict(feature_skew=0),
+                                    dict(feature_skew=0, n_features=10000, density=1e-4),
+                                    dict(density=2e-6)])
+def test_linear_labels_stay_balanced_when_many_rows_tie_at_the_median(kwargs):
+    """Rows without an informative feature all score 0; they were all labelled 0 (0.8% of
+    positives with uniform columns)."""
+    _, y = make_reference_dataset(**kwargs)
+    assert y.sum() == len(y) // 2
+
+
+def test_a_full_matrix_is_drawn_quickly_and_exactly():
+    """Skewed draws near density 1 hit chosen cells almost only (10 x 1000 took a minute)."""
+    X, _ = make_reference_dataset(10, 1000, density=1.0, random_state=3)
+    assert X.nnz == 10000 and (X.toarray() > 0).all()
+    again, _ = make_reference_dataset(10, 1000, density=1.0, random_state=3)
+    assert (X != again).nnz == 0
+    X, _ = make_reference_dataset(20, 500, density=0.97)
+    assert X.nnz == round(20 * 500 * 0.97) and X.has_canonical_format

@@ -38,6 +38,10 @@ class _End:
     """Buffer marker: the source is exhausted."""
 
 
+class _Empty:
+    """Marker: nothing left in the buffer (None is a valid item)."""
+
+
 class _Failure:
     """Buffer marker carrying an exception raised in the worker."""
 
@@ -124,12 +128,13 @@ class _HandOff:
         self._handed.append(item)
         return item
 
-    def pop_left_over(self):
-        """The next item left in the buffer after the producer ended, or None."""
+    def pop_left_over(self, empty):
+        """The next item left in the buffer after the producer ended, or ``empty`` (a
+        marker: None may be an item)."""
         try:
             return self._items.popleft()
         except IndexError:
-            return None
+            return empty
 
     def _wait(self, producer):
         self._space.set()
@@ -300,8 +305,8 @@ class Prefetcher:
                      1e6 * self._starved_wait / self._starved, 1e6 * self._starved_work / self._starved)
 
     def _next_inline(self):
-        left_over = self._items.pop_left_over()
-        if left_over is not None:
+        left_over = self._items.pop_left_over(_Empty)
+        if left_over is not _Empty:
             return left_over
         try:
             item = next(self._source)

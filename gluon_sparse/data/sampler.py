@@ -101,7 +101,9 @@ class BatchSampler(Sampler):
     last_batch : {'keep', 'discard', 'rollover'}
         What to do with a final incomplete batch: yield it, drop it, or carry
         its samples over to the start of the next epoch (as Gluon's
-        ``BatchSampler``).
+        ``BatchSampler``; the carry is set when an epoch starts, so an epoch
+        left early hands it on too, and ``len()`` during an epoch counts the
+        next one).
 
     Examples
     --------
@@ -131,12 +133,18 @@ class BatchSampler(Sampler):
         if self._last_batch == "rollover" and self._carry.size:
             order = np.concatenate([self._carry, order])
         full = len(order) // self._batch_size * self._batch_size
+        if self._last_batch == "rollover":
+            # Handed on when the epoch starts, not when its last batch is taken: an
+            # epoch left early (break) then gives the same next epoch whether a
+            # loader's background thread ran ahead to its end or not.
+            self._carry = order[full:]
+        return self._batches(order, full)
+
+    def _batches(self, order, full):
         for start in range(0, full, self._batch_size):
             yield order[start:start + self._batch_size]
         rest = order[full:]
-        if self._last_batch == "rollover":
-            self._carry = rest
-        elif self._last_batch == "keep" and rest.size:
+        if self._last_batch == "keep" and rest.size:
             yield rest
         if isinstance(self._sampler, PartitionSampler):
             # Runs when the consumer asks past the last batch: in a loader, in

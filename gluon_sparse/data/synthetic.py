@@ -15,6 +15,12 @@ __all__ = ["make_reference_dataset"]
 LABEL_RULES = ("linear", "row_sum")
 
 
+# The last cells of a nearly full matrix are drawn uniformly (see the loop below),
+# where the matrix is small enough to list its free cells.
+_FILL_FRACTION = 0.05
+_FILL_CELLS = 50_000_000
+
+
 def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, feature_skew=1.2,
                            random_state=0, dtype=np.float32, label_rule="linear",
                            n_informative=1000):
@@ -34,7 +40,8 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
     click data where common features carry the signal and the long tail is
     noise: each of them gets a hidden weight drawn from N(0, 1) (every other
     feature 0), and a row is labelled 1 when its score ``X @ w`` is above
-    the median score (balanced classes). With the defaults about 80% of the
+    the median score (balanced classes: rows tied at the median are split
+    at random). With the defaults about 80% of the
     non-zeros fall on informative features, each seen many times in a
     thousand rows, so a model's held-out accuracy climbs over the epochs (to
     about 0.85 with ``gluon-sparse train``'s defaults). ``'row_sum'`` is the
@@ -101,6 +108,17 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
     # Draw (row, column) pairs until `nnz` distinct ones exist; popular
     # columns repeat within a row, and a repeat must not lower the density.
     while chosen_rows.size < nnz:
+        if chosen_rows.size and nnz - chosen_rows.size < _FILL_FRACTION * nnz \
+                and n_samples * n_features <= _FILL_CELLS:
+            # Near density 1 the skewed draws almost only hit chosen cells (10 x 1000
+            # at density 1 took a minute): the last few cells are drawn uniformly
+            # from those still free.
+            taken = chosen_rows * n_features + chosen_cols
+            free = np.setdiff1d(np.arange(n_samples * n_features), taken, assume_unique=True)
+            extra = rng.choice(free, nnz - chosen_rows.size, replace=False)
+            chosen_rows = np.concatenate([chosen_rows, extra // n_features])
+            chosen_cols = np.concatenate([chosen_cols, extra % n_features])
+            break
         draw = 2 * (nnz - chosen_rows.size) + 16
         rows = rng.integers(0, n_samples, draw)
         if feature_skew:
@@ -129,4 +147,11 @@ def make_reference_dataset(n_samples=1000, n_features=1_000_000, density=1e-5, f
     weights = np.zeros(n_features)
     weights[feature_by_rank[:informative]] = rng.standard_normal(informative)
     scores = X.astype(np.float64) @ weights
-    return X, (scores > np.median(scores)).astype(np.int64)
+    # The top half by score (the rows above the median). Rows tied at the median
+    # (those without an informative feature score 0) are split at random, drawn
+    # last, so that the classes stay balanced; without such ties this is
+    # `scores > median` exactly.
+    order = np.lexsort((rng.random(n_samples), scores))
+    y = np.zeros(n_samples, dtype=np.int64)
+    y[order[n_samples - n_samples // 2:]] = 1
+    return X, y
