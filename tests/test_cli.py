@@ -137,10 +137,26 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["predict", HEART_SCALE, "--model-dir", "nowhere", "--out", "p.txt"], "nowhere"),
     (["evaluate", "wide.svm", "--model-dir", "model"], "wide.svm"),
     (["frobnicate"], "frobnicate"),
+    # Flags that passed the parser once and failed after the data was read.
+    (["train", "--model-dir", "m", "--seed", "-1"], "--seed"),
+    (["train", "--model-dir", "m", "--seed", "4294967296"], "--seed"),
+    (["train", "--model-dir", "m", "--lr", "inf"], "--lr"),
+    (["train", "--model-dir", "m", "--alpha", "inf"], "--alpha"),
+    # Labels: named by file and line (a bare "Input y contains NaN." before).
+    (["train", "nanlabel.svm", "--model-dir", "m"], "nanlabel.svm, line 2: label nan"),
+    (["train", "biglabel.svm", "--model-dir", "m", "--task", "regression"],
+     "biglabel.svm, line 2: label 1e+39"),
+    (["evaluate", "nanlabel.svm", "--model-dir", "model"], "nanlabel.svm, line 2: label nan"),
+    (["train", "floatlabel.svm", "--model-dir", "m"], "--task regression"),
+    (["train", HEART_SCALE, "--model-dir", "m", "--validation-fraction", "0.999"],
+     "leaves none to train on"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
     (tmp_path / "bad.svm").write_text("1 1:0.5 2:0.25\n+1 3:oops\n")
     (tmp_path / "wide.svm").write_text("1 1:0.5 99:1\n")
+    (tmp_path / "nanlabel.svm").write_text("1 1:0.5\nnan 2:1\n-1 3:1\n")
+    (tmp_path / "biglabel.svm").write_text("1 1:0.5\n1e39 2:1\n-1 3:1\n")
+    (tmp_path / "floatlabel.svm").write_text("1 1:0.5\n2.25 2:1\n-1 3:1\n")
     assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "model")] + FAST) == 0
     capsys.readouterr()
     monkeypatch.chdir(tmp_path)

@@ -256,6 +256,16 @@ def test_a_module_of_the_wrong_width_is_refused():
         SparseNetRegressor(module=fm_module, max_iter=2).fit(X, np.column_stack([y, y]) * 1.0)
 
 
+def test_a_regression_target_beyond_float32_is_refused():
+    """Finite in float64 (scikit-learn's check passes), infinite in float32: the fit ran
+    and returned a model of NaNs."""
+    X, y = sparse_blobs()
+    y = y.astype(float)
+    y[3] = 1e39
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        SparseMLPRegressor(hidden_layer_sizes=(4,), max_iter=2).fit(X, y)
+
+
 def test_a_cpu_device_other_than_cpu0_fits_and_predicts():
     X, y = sparse_blobs()
     kw = dict(hidden_layer_sizes=(8,), max_iter=3, random_state=0)

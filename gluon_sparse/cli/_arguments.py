@@ -30,7 +30,7 @@ def positive(kind):
         except ValueError:
             raise argparse.ArgumentTypeError("expected a positive %s, got %r"
                                              % (kind.__name__, text)) from None
-        if not value > 0:
+        if not 0 < value < float("inf"):
             raise argparse.ArgumentTypeError("expected a positive %s, got %r"
                                              % (kind.__name__, text))
         return value
@@ -43,8 +43,19 @@ def non_negative_float(text):
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError("expected a number >= 0, got %r" % text) from None
-    if not value >= 0:
+    if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError("expected a number >= 0, got %r" % text)
+    return value
+
+
+def seed(text):
+    """An int in [0, 2**32 - 1], the range of NumPy's and scikit-learn's seeds."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected an integer seed, got %r" % text) from None
+    if not 0 <= value <= 2 ** 32 - 1:
+        raise argparse.ArgumentTypeError("expected a seed in [0, 4294967295], got %r" % text)
     return value
 
 

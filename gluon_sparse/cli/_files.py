@@ -55,7 +55,16 @@ def load(paths, n_features=None, zero_based="auto"):
         raise InputError("%s holds no samples" % names)
     if not np.isfinite(X.data).all():
         raise InputError(_describe_non_finite(paths))
-    return X, np.asarray(y), zero_based
+    y = np.asarray(y)
+    # float32, the precision the network computes in: 1e39 is infinite there.
+    bad = np.flatnonzero(~np.isfinite(y.astype(np.float32)))
+    if bad.size:
+        from ..data import locate_row
+        path, line = locate_row(paths if len(paths) > 1 else paths[0], int(bad[0]))
+        raise InputError("%s, line %d: label %r is not a finite float32 number (NaN, infinity "
+                         "or beyond 3.4e38 cannot be trained on or scored)"
+                         % (path, line, float(y[bad[0]])))
+    return X, y, zero_based
 
 
 def check_has_features(X, paths):

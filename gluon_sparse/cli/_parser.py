@@ -82,7 +82,8 @@ def build_parser():
                        help="cpu, gpu or gpu:N (default cpu)")
     train.add_argument("--task", choices=("classification", "regression"),
                        default="classification", help="default classification")
-    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    train.add_argument("--seed", type=types.seed, default=0,
+                       help="random seed in [0, 4294967295] (default 0)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--multilabel", action="store_true",
                        help="multi-label LibSVM ('3,17,204 f:v ...') or extreme-classification "

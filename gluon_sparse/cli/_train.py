@@ -34,6 +34,14 @@ def train(args):
     print("data: %s: %d samples x %d features, %d non-zeros (density %.2g)"
           % (source, X.shape[0], X.shape[1], X.nnz, X.nnz / max(1, X.shape[0] * X.shape[1])))
     classify = args.task == "classification"
+    if classify and np.any(y != np.round(y)):
+        value = y[np.flatnonzero(y != np.round(y))[0]]
+        raise InputError("%s: label %s is not a class label (classification takes integer "
+                         "labels); pass --task regression for a continuous target"
+                         % (source, _files.format_label(value)))
+    if fraction and X.shape[0] - int(np.ceil(fraction * X.shape[0])) < 1:
+        raise InputError("--validation-fraction %g of %d samples leaves none to train on"
+                         % (fraction, X.shape[0]))
     X_train, y_train, X_test, y_test, held_out = _split(args, X, y, zero_based, fraction,
                                                         classify)
     model = _build_model(args, X_train.shape[0], classify)

@@ -185,7 +185,16 @@ class SparseRegressorMixin(RegressorMixin):
         return True
 
     def _encode_targets(self, y, first_pass, classes):
+        finite = np.isfinite(np.asarray(y, dtype=np.float64))
         y = np.asarray(y, dtype=np.float32)
+        if not np.isfinite(y)[finite].all():
+            # Finite in float64 (scikit-learn's check passes) but past float32's range,
+            # the network's precision: the loss would be inf and every weight NaN.
+            raise ValueError("y holds values beyond float32's range (|y| > %.4g), in which the "
+                             "network computes: %r; scale the target"
+                             % (np.finfo(np.float32).max,
+                                float(np.asarray(y, dtype=np.float64)[finite &
+                                                                      ~np.isfinite(y)][0])))
         if y.ndim == 1:
             y = y.reshape(-1, 1)
         if not first_pass and y.shape[1] != self.n_outputs_:
