@@ -176,7 +176,14 @@ def _interrupted_at(function, line):
     Not in the forward hook ``_block_call``: the store in its ``finally`` follows the
     call it guards with no check for signals between (CPython runs handlers on calls and
     backward jumps), which a line tracer cannot tell.
+
+    The garbage collector is kept off during the call: a collection inside it would run
+    the finalizers of earlier iterations' states there, whose lines would shift the count
+    from run to run, and CPython swallows an exception raised in a finalizer ("Exception
+    ignored in"), so a Ctrl-C landing there is lost to any program (the CI simulation once
+    saw the loop end at line 8 of save_states + load_states that way).
     """
+    import gc
     import sys
     traced = ("gluon_sparse", "mxnet/gluon/trainer.py", "mxnet/optimizer")
     count = 0
@@ -191,6 +198,7 @@ def _interrupted_at(function, line):
                 signal.raise_signal(signal.SIGINT)  # Python's handler runs here
         return tracer
 
+    gc.disable()
     sys.settrace(tracer)
     try:
         function()
@@ -198,6 +206,7 @@ def _interrupted_at(function, line):
         return True
     finally:
         sys.settrace(None)
+        gc.enable()
     return False
 
 
