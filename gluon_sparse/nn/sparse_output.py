@@ -245,18 +245,21 @@ class SampledOutput(HybridBlock):
                 raise ValueError("%s: the label indicator has shape %s but the batch has %d rows "
                                  "and the layer %d labels" % (self.name, labels.shape, batch,
                                                               self._num_labels))
+            def example(entry):
+                return int(np.searchsorted(labels.indptr, entry, side="right")) - 1
+
             # An MXNet CSR array is not checked against its shape: a one-based label id
             # would otherwise become a candidate row past the weight's end.
             bad = np.flatnonzero((labels.indices < 0) | (labels.indices >= self._num_labels))
             if bad.size:
-                example = int(np.searchsorted(labels.indptr, bad[0], side="right")) - 1
                 raise ValueError("%s: label %d of example %d is outside [0, %d)"
-                                 % (self.name, labels.indices[bad[0]], example, self._num_labels))
+                                 % (self.name, labels.indices[bad[0]], example(bad[0]),
+                                    self._num_labels))
             bad = np.flatnonzero((labels.data != 0) & (labels.data != 1))
             if bad.size:
-                example = int(np.searchsorted(labels.indptr, bad[0], side="right")) - 1
                 raise ValueError("%s: a label indicator holds 0 and 1; example %d has %r for "
-                                 "label %d" % (self.name, example, float(labels.data[bad[0]]),
+                                 "label %d" % (self.name, example(bad[0]),
+                                               float(labels.data[bad[0]]),
                                                labels.indices[bad[0]]))
             labels.eliminate_zeros()
             labels.sum_duplicates()

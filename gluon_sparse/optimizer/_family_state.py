@@ -117,21 +117,6 @@ class DeferredRuleState(_registry.RegisteredState):
         return status
 
     # ------------------------------------------------------------------ steps
-    def next_step(self, count):
-        """The history step the next update writes, given the optimizer's update count.
-
-        A fresh state starts at the optimizer's count: it is up to date with any
-        step before its first update (a Trainer's ``begin_num_update``, or a
-        state created late), so the empty records before it are never replayed
-        (with clip_weights or FTRL's recomputed weight they would not be
-        no-ops). From there the state numbers its own steps: MXNet counts
-        updates per device id, so a weight moved to another device
-        (``reset_ctx``) counts from 1 again while its rows are where they were.
-        Each step's scalars (a bias correction included) stay the optimizer's,
-        from its own count, as the eager update's are.
-        """
-        return count if not self._started else self.step + 1
-
     def update(self, weight, grad, step, scalars, rescale_grad, catch_up=False):
         """Apply step ``step`` of the rule to the rows of the row_sparse ``grad``.
 

@@ -168,8 +168,9 @@ class RegisteredState(_parameter_hooks.DeferredState):
     """A deferred state that the operator library's registry knows while it is bound.
 
     The subclass holds the arrays the registry points at (its states,
-    ``last_step``, ``history``) and the scalars ``step`` and ``_synced_step``,
-    calls :meth:`_unbind_state` before its first :meth:`bind`, and implements
+    ``last_step``, ``history``), the scalars ``step`` and ``_synced_step`` and
+    the flag ``_started`` (its first update is done), calls
+    :meth:`_unbind_state` before its first :meth:`bind`, and implements
     :meth:`_array_names` (the attributes holding its arrays, moved with the
     weight to its device), :meth:`_weight_spec` and :meth:`_register`.
     """
@@ -189,6 +190,21 @@ class RegisteredState(_parameter_hooks.DeferredState):
     def _place_row_states(self, pointer):
         """Move the arrays that follow the weight's rows to memory placed against ``pointer``
         (``_state_memory.place``; a state made for this weight already is)."""
+
+    def next_step(self, count):
+        """The history step the next update writes, given the optimizer's update count.
+
+        A fresh state starts at the optimizer's count: it is up to date with any
+        step before its first update (a Trainer's ``begin_num_update``, or a
+        state created late), so the empty records before it are never replayed
+        (with clip_weights or FTRL's recomputed weight they would not be
+        no-ops). From there the state numbers its own steps: MXNet counts
+        updates per device id, so a weight moved to another device
+        (``reset_ctx``) counts from 1 again while its rows are where they were.
+        Each step's scalars (a bias correction included) stay the optimizer's,
+        from its own count, as the eager update's are.
+        """
+        return count if not self._started else self.step + 1
 
     def _unbind_state(self):
         self._weight = None

@@ -156,18 +156,13 @@ class DeferredAdamState(RegisteredState):
             device read); otherwise such a row means it was read stale, an error.
         """
         self.bind(weight)
+        step = self.next_step(step)  # the replay reads nothing of a step but its record
         if not self._started:
             # A fresh state (mean = var = 0) is up to date with any step before its
             # first update: the zero history records before it (lr = wd = 0) are
             # no-ops, skipped by the replay as fixed points.
             self.step = self._synced_step = step - 1
             self._started = True
-        # The state numbers its own steps from there: MXNet counts updates per device
-        # id, so a weight moved to another device (reset_ctx) counts from 1 again while
-        # its rows are where they were. The step's scalars (bias correction included)
-        # are the optimizer's, from its own count, as the eager update's are, and the
-        # replay reads nothing else of a step than its record.
-        step = self.step + 1
         if step >= self.history.shape[0]:
             self._grow_history(step)
         kwargs = {"lr": lr, "step": step, "beta1": self.beta1, "beta2": self.beta2,
