@@ -120,6 +120,26 @@ class ParsedChunk:
         """Number of data rows."""
         return len(self.indptr) - 1
 
+    def row_of_entry(self, position):
+        """The data row holding feature entry ``position`` (an index into ``values``)."""
+        return int(np.searchsorted(self.indptr, position, side="right")) - 1
+
+    def first_index_at_least(self, raw_limit):
+        """``(row, raw index)`` of the first feature index ``>= raw_limit``, or None."""
+        if self.max_index < raw_limit:
+            return None
+        position = int(np.argmax(self.indices >= raw_limit))
+        return self.row_of_entry(position), int(self.indices[position])
+
+    def first_nonfinite_value(self):
+        """``(row, description)`` of the first NaN or infinite feature value, or None."""
+        bad = np.flatnonzero(~np.isfinite(self.values))
+        if not bad.size:
+            return None
+        position = int(bad[0])
+        return self.row_of_entry(position), "value %r of feature %d" % (
+            float(self.values[position]), int(self.indices[position]))
+
     def multilabel_tuples(self):
         """Labels as load_svmlight_file's list of sorted tuples (multilabel only)."""
         ptr = self.label_ptr.tolist()

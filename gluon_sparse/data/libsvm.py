@@ -286,24 +286,17 @@ def _line_of_row(path, row):
 def _first_index_at_least(paths, chunks, raw_limit):
     """``(path, line, index)`` of the first index (as written) ``>= raw_limit``."""
     for path, chunk in zip(paths, chunks):
-        if chunk.max_index < raw_limit:
-            continue
-        position = int(np.argmax(chunk.indices >= raw_limit))
-        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
-        return path, _line_of_row(path, row), int(chunk.indices[position])
+        found = chunk.first_index_at_least(raw_limit)
+        if found:
+            return path, _line_of_row(path, found[0]), found[1]
     raise AssertionError("no index >= %d" % raw_limit)
 
 
 def _check_finite(paths, chunks):
     """Raise a ValueError naming the file and line of the first nan / inf (raw chunks)."""
     for path, chunk in zip(paths, chunks):
-        found = []
-        bad = np.flatnonzero(~np.isfinite(chunk.values))
-        if bad.size:
-            position = int(bad[0])
-            row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
-            found.append((row, "value %r of feature %d" % (float(chunk.values[position]),
-                                                           int(chunk.indices[position]))))
+        value = chunk.first_nonfinite_value()
+        found = [value] if value else []
         bad = np.flatnonzero(~np.isfinite(chunk.labels))
         if bad.size:
             position = int(bad[0])

@@ -94,12 +94,9 @@ def _check_label_ids(path, chunk, header, line_base):
 
 def _check_finite(path, chunk, header, line_base):
     """No NaN or infinite feature value (``allow_nonfinite=False``)."""
-    bad = np.flatnonzero(~np.isfinite(chunk.values))
-    if bad.size:
-        position = int(bad[0])
-        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
-        raise _row_error(path, header, line_base, row, "non-finite value %r of feature %d"
-                         % (float(chunk.values[position]), int(chunk.indices[position])))
+    found = chunk.first_nonfinite_value()
+    if found:
+        raise _row_error(path, header, line_base, found[0], "non-finite " + found[1])
 
 
 def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty):
@@ -118,11 +115,10 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
     if not allow_empty and np.any(counts == 0):
         raise error(int(np.argmax(counts == 0)), "the row has no label (pass allow_empty=True "
                                                  "to keep rows without labels)")
-    if chunk.indices.size and chunk.max_index - shift >= num_features:
-        position = int(np.argmax(chunk.indices >= num_features + shift))
-        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
-        raise error(row, "feature index %d is out of range for num_features=%d"
-                    % (int(chunk.indices[position]), num_features))
+    found = chunk.first_index_at_least(num_features + shift)
+    if found:
+        raise error(found[0], "feature index %d is out of range for num_features=%d"
+                    % (found[1], num_features))
 
 
 def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",

@@ -213,11 +213,10 @@ class LibSVMStream:
         return matrix, chunk.labels
 
     def _raise_out_of_range(self, text, chunk, path, lines_before, shift):
-        position = int(np.argmax(chunk.indices >= self.num_features))
-        row = int(np.searchsorted(chunk.indptr, position, side="right")) - 1
+        row, index = chunk.first_index_at_least(self.num_features)
         raise ValueError("%s, line %d: feature index %d is out of range for num_features=%d"
-                         % (path, row_line_number(text, row, lines_before),
-                            int(chunk.indices[position]) + shift, self.num_features))
+                         % (path, row_line_number(text, row, lines_before), index + shift,
+                            self.num_features))
 
     def _share(self):
         """Yield ``(matrix, label)`` pieces of this worker's rows, in file order."""
