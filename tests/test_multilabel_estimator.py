@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score
 
 from gluon_sparse.nn.topk import precision_at_k
@@ -206,6 +207,48 @@ def test_targets_it_cannot_learn_are_named(data):
     model.partial_fit(X, [[2]] * 20, classes=[2, 1])
     with pytest.raises(ValueError, match=r"classes=\[7, 8\] is not the same as on the first"):
         model.partial_fit(X, [[1]] * 20, classes=[7, 8])
+
+
+def _write_multilabel(path, X, Y):
+    """Zero-based multi-label LibSVM: 'l1,l2 i:v ...'."""
+    with open(path, "w") as out:
+        for i in range(X.shape[0]):
+            row = X[i]
+            out.write("%s %s\n" % (",".join(map(str, Y[i])), " ".join(
+                "%d:%g" % (j, v) for j, v in zip(row.indices, row.data))))
+
+
+def test_libsvm_paths_fit_with_the_files_labels_and_index_base(data, tmp_path):
+    """fit(path) takes the file's labels and records its index base: a later file read
+    with another base would have its columns shifted against the model's."""
+    X, Y, Xt, Yt = data
+    X = X.tolil()
+    X[:, 0] = 0  # the training file never uses feature 0 ...
+    X = X.tocsr()
+    X.eliminate_zeros()
+    Xt = Xt.tolil()
+    Xt[0, 0] = 1.0  # ... and the test file does
+    Xt = Xt.tocsr()
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    _write_multilabel(train, X, Y)
+    _write_multilabel(test, Xt, Yt)
+    params = dict(FAST, max_iter=2)
+    from_path = SparseMultiLabelClassifier(**params).fit(str(train))
+    assert from_path.zero_based_ is False  # ... so 'auto' read it one-based
+    reference = SparseMultiLabelClassifier(**params).fit(X[:, 1:], Y)
+    np.testing.assert_array_equal(from_path.predict_top_k(str(train), k=3)[1],
+                                  reference.predict_top_k(X[:, 1:], k=3)[1])
+    with pytest.raises(ValueError, match="test.txt, line 1: .*index 0 with zero_based=False"):
+        from_path.predict(str(test))  # refused, not read with its columns shifted
+    with pytest.warns(ConvergenceWarning):
+        SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit([train], Y)
+
+
+def test_a_diverged_fit_raises(data):
+    X, Y, _, _ = data
+    with pytest.raises(ValueError, match="non-finite weights"):
+        SparseMultiLabelClassifier(**dict(FAST, learning_rate_init=1e30, optimizer="sparsesgd",
+                                          max_iter=3)).fit(X * 1e30, Y)
 
 
 def _expected_failed_checks(estimator):

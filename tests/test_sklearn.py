@@ -153,6 +153,40 @@ def test_libsvm_path_and_dataset_inputs():
     assert from_path.score(HEART_SCALE, y) == reference.score(X, y)
 
 
+def test_a_list_of_paths_is_read_as_one_file(tmp_path):
+    """The guide's "(or a list of paths)": the files read row-wise, as one."""
+    lines = open(HEART_SCALE).read().splitlines(keepends=True)
+    first, second = tmp_path / "a.svm", tmp_path / "b.svm"
+    first.write_text("".join(lines[:150]))
+    second.write_text("".join(lines[150:]))
+    params = dict(hidden_layer_sizes=(8,), max_iter=3, random_state=0)
+    whole = SparseMLPClassifier(**params).fit(HEART_SCALE)
+    parts = SparseMLPClassifier(**params).fit([str(first), second])
+    np.testing.assert_array_equal(parts.predict_proba((str(first), str(second))),
+                                  whole.predict_proba(HEART_SCALE))
+
+
+@pytest.mark.parametrize("estimator, target", [
+    (SparseMLPRegressor(optimizer="sparsesgd", learning_rate_init=10.0, max_iter=20,
+                        random_state=0), "regression"),
+    (SparseMLPClassifier(optimizer="sparsesgd", learning_rate_init=1e12, max_iter=20,
+                         random_state=0), "classes")])
+def test_a_diverged_fit_raises_instead_of_returning_nan_weights(estimator, target):
+    """As scikit-learn's MLPs do: a model of NaN weights predicts NaN (or one class)."""
+    X = sp.random(300, 30, density=0.3, format="csr", random_state=0)
+    s = np.asarray(X[:, :5].sum(axis=1)).ravel()
+    y = s * 1e3 if target == "regression" else np.where(s > np.median(s), "pos", "neg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="non-finite weights .* diverged"):
+            estimator.fit(X, y)
+        # partial_fit checks too (when its epoch's loss is not finite)
+        with pytest.raises(ValueError, match="non-finite weights"):
+            for _ in range(20):
+                estimator.partial_fit(X, y, **({"classes": ["neg", "pos"]}
+                                               if target == "classes" else {}))
+
+
 def test_prediction_input_wider_than_model_is_rejected(tmp_path):
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
     wide = tmp_path / "wide.svm"

@@ -1,9 +1,10 @@
 """Input handling shared by the estimators: what ``X`` may be, and CSR batches for MXNet.
 
 The estimators accept scipy sparse matrices (any format), dense arrays, a
-LibSVM file path and a :class:`gluon_sparse.data.LibSVMDataset`; all of them
-become one float32 scipy CSR matrix here, validated by scikit-learn's
-``validate_data``, before any MXNet call.
+LibSVM file path (or a list of them) and a
+:class:`gluon_sparse.data.LibSVMDataset`; all of them become one float32 scipy
+CSR matrix here, validated by scikit-learn's ``validate_data``, before any
+MXNet call.
 """
 import os
 
@@ -12,7 +13,7 @@ import scipy.sparse as sp
 
 from ..data import LibSVMDataset, csr_to_ndarray, load_libsvm
 
-__all__ = ["is_libsvm_source", "load_libsvm_source", "padded_csr_batches"]
+__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "padded_csr_batches"]
 
 # Rows per forward pass at prediction time. Every batch is padded to exactly
 # this many rows (with empty rows, which cost nothing in sparse.dot) because
@@ -22,9 +23,21 @@ __all__ = ["is_libsvm_source", "load_libsvm_source", "padded_csr_batches"]
 PREDICT_BATCH_ROWS = 1024
 
 
+_PATH_TYPES = (str, bytes, os.PathLike)
+
+
 def is_libsvm_source(X):
-    """Whether ``X`` is a LibSVM file path (str / PathLike) or a LibSVMDataset."""
-    return isinstance(X, (str, bytes, os.PathLike, LibSVMDataset))
+    """Whether ``X`` is a LibSVM file path (str / PathLike), a non-empty list or tuple of
+    them, or a LibSVMDataset."""
+    if isinstance(X, _PATH_TYPES + (LibSVMDataset,)):
+        return True
+    return (isinstance(X, (list, tuple)) and len(X) > 0
+            and all(isinstance(item, _PATH_TYPES) for item in X))
+
+
+def libsvm_paths(X):
+    """The file names of a path or a list of paths (what :func:`is_libsvm_source` accepts)."""
+    return [os.fsdecode(path) for path in (X if isinstance(X, (list, tuple)) else [X])]
 
 
 def load_libsvm_source(X, n_features=None, zero_based="auto"):
@@ -32,8 +45,8 @@ def load_libsvm_source(X, n_features=None, zero_based="auto"):
 
     Parameters
     ----------
-    X : str, os.PathLike or LibSVMDataset
-        Where the samples are.
+    X : str, os.PathLike, list of them, or LibSVMDataset
+        Where the samples are (several files are read as one, row-wise).
     n_features : int, optional
         Width of the fitted model: narrower data is widened to it, an index
         past it is an error naming the file and line.
@@ -63,7 +76,7 @@ def load_libsvm_source(X, n_features=None, zero_based="auto"):
             raise ValueError("the LibSVMDataset of %s has %d features, but the model was fitted "
                              "with %d features" % (X.paths, data.shape[1], n_features))
     else:
-        data, label, resolved = load_libsvm(os.fsdecode(X), num_features=n_features,
+        data, label, resolved = load_libsvm(libsvm_paths(X), num_features=n_features,
                                             zero_based=zero_based, return_zero_based=True)
     if n_features is not None and data.shape[1] < n_features:
         data = sp.csr_matrix((data.data, data.indices, data.indptr),

@@ -9,7 +9,10 @@ import mxnet as mx
 import numpy as np
 
 __all__ = ["module_param_arrays", "module_param_ndarrays", "initialize_param",
-           "set_module_params"]
+           "set_module_params", "first_nonfinite_param"]
+
+# Rows of a parameter copied to the host at a time by first_nonfinite_param.
+_CHECK_BLOCK_ROWS = 65536
 
 
 def module_param_ndarrays(module):
@@ -54,3 +57,18 @@ def set_module_params(module, arrays, ctx):
                          % (sorted(missing), sorted(extra)))
     for name, param in params.items():
         initialize_param(param, arrays[name], ctx)
+
+
+def first_nonfinite_param(module):
+    """Structural name of the first parameter holding a NaN or an infinity, or None.
+
+    Reads each parameter (deferred rows brought up to date) a block of rows at
+    a time, so that the check never holds a second copy of a wide layer.
+    """
+    for name, array in module_param_ndarrays(module).items():
+        rows = array.shape[0] if array.ndim > 1 else 1
+        for start in range(0, rows, _CHECK_BLOCK_ROWS):
+            block = array[start:start + _CHECK_BLOCK_ROWS] if array.ndim > 1 else array
+            if not np.isfinite(block.asnumpy()).all():
+                return name
+    return None

@@ -22,6 +22,7 @@ classification) is a new mixin with these hooks in its own module.
 """
 import numpy as np
 from mxnet import gluon
+from scipy.special import expit
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.preprocessing import LabelEncoder
@@ -127,7 +128,7 @@ class SparseClassifierMixin(ClassifierMixin):
         """
         raw = self._raw_predict(X)
         if raw.shape[1] == 1:
-            positive = 1.0 / (1.0 + np.exp(-raw[:, 0]))
+            positive = expit(raw[:, 0])  # 1 / (1 + exp(-x)) without overflow warnings
             return np.column_stack([1.0 - positive, positive])
         raw = raw - raw.max(axis=1, keepdims=True)
         proba = np.exp(raw)

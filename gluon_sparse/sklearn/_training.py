@@ -30,10 +30,11 @@ from .._interrupt import check as check_interrupt, interruptible
 from ..data import CSRDataset, SparseDataLoader
 from ..optimizer import supports_deferred
 from ._context import parse_context
+from ._params import first_nonfinite_param
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainingMixin", "registered_optimizer"]
+__all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged"]
 
 
 def registered_optimizer(name):
@@ -43,6 +44,26 @@ def registered_optimizer(name):
         raise ValueError("optimizer=%r is not a registered MXNet optimizer; known: %s"
                          % (name, ", ".join(sorted(known))))
     return name.lower()
+
+
+def raise_if_diverged(estimator, module, always):
+    """Raise a ValueError if training left a NaN or infinite weight in ``module``.
+
+    As scikit-learn's MLPs do after every fit, rather than return a model
+    that predicts NaN (or one class for every sample). Reading every weight
+    costs a pass over the model, so with ``always=False`` (after an epoch, and
+    after ``partial_fit``) the weights are read only when the epoch's loss is
+    not finite, which a non-finite weight makes it as soon as the weight is used.
+    """
+    if not always and np.isfinite(estimator.loss_):
+        return
+    name = first_nonfinite_param(module)
+    if name is not None:
+        raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
+                         "epochs: the training diverged. Try a smaller learning_rate_init "
+                         "(now %g), or scale the input and targets"
+                         % (type(estimator).__name__, name, estimator.n_iter_,
+                            estimator.learning_rate_init))
 
 
 class TrainingMixin:
@@ -190,6 +211,8 @@ class TrainingMixin:
                 postfix["val_score"] = "%.5f" % score
             progress.set_postfix(postfix)
             logger.debug("%s epoch %d: %s", type(self).__name__, self.n_iter_, postfix)
+            if not early_stopping:  # else the best epoch's weights may still be restored
+                raise_if_diverged(self, module, always=False)
             if self._update_no_improvement_count(early_stopping):
                 best_params = self._copy_params()
             if self._no_improvement_count > self.n_iter_no_change:
@@ -202,6 +225,7 @@ class TrainingMixin:
         progress.close()
         if best_params is not None:
             self._restore_params(best_params)
+        raise_if_diverged(self, module, always=not incremental)
         if not converged and not incremental:
             warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
                           "optimization hasn't converged yet." % self.max_iter, ConvergenceWarning)

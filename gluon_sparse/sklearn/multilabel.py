@@ -11,6 +11,7 @@ as given, sorted. Checking and encoding the targets and learning that order is
 prediction are here.
 """
 import logging
+import warnings
 from numbers import Integral
 
 import mxnet as mx
@@ -18,21 +19,22 @@ import numpy as np
 import scipy.sparse as sp
 from mxnet import autograd, gluon
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from tqdm.auto import tqdm
 
 from .._interrupt import check as check_interrupt, interruptible
-from ..data import csr_to_ndarray
+from ..data import LibSVMDataset, csr_to_ndarray, load_multilabel
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ..optimizer import supports_deferred
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import padded_csr_batches
+from ._data import is_libsvm_source, libsvm_paths, padded_csr_batches
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
-from ._training import registered_optimizer
+from ._training import raise_if_diverged, registered_optimizer
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -68,6 +70,10 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     (labels are the column indices), label lists (a list of lists, or a 1-D
     object array of them, as ``LibSVMDataset(multilabel=True).label``; labels
     are numbers or strings), or a 1-D array (multi-class: one label a row).
+    ``X`` may also be the path of a multi-label LibSVM or extreme-classification
+    file, or a list of them (:func:`~gluon_sparse.data.load_multilabel`): its
+    labels are ``Y`` when none is given, and the index base of the training
+    files (``zero_based_``) is the base of every file read later.
     Training is sampled (:class:`~gluon_sparse.nn.SampledOutput`): a step
     costs what the batch's candidates cost, not ``L``.
 
@@ -190,9 +196,28 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         output.hybridize()
         return SampledNet(hidden, output)
 
+    # ------------------------------------------------------------------ input
+    def _read_libsvm(self, X, training, reset=False):
+        """Read multi-label LibSVM files as ``(X, Y indicator)`` with the index base of the
+        training files (see :meth:`BaseSparseNet._read_libsvm`); a LibSVMDataset as the base does."""
+        if isinstance(X, LibSVMDataset):
+            return super()._read_libsvm(X, training, reset)
+        X, Y, zero_based = load_multilabel(
+            libsvm_paths(X), num_features=None if reset else self.n_features_in_,
+            zero_based=getattr(self, "zero_based_", "auto"), allow_empty=not training,
+            return_zero_based=True)
+        if training:
+            self.zero_based_ = zero_based
+        return X, Y
+
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
         first_pass = not self._is_fitted() or not (self.warm_start or incremental)
+        if first_pass and hasattr(self, "zero_based_"):
+            del self.zero_based_  # a new fit: the base of earlier files no longer applies
+        if is_libsvm_source(X):
+            X, file_labels = self._read_libsvm(X, training=True, reset=first_pass)
+            y = file_labels if y is None else y
         X = self._validate_X(X, reset=first_pass)
         Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
         if sample_weight is not None:
@@ -269,8 +294,15 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             self.best_loss_ = min(self.best_loss_, self.loss_)
             self._no_improvement_count = 0 if improved else self._no_improvement_count + 1
             logger.debug("%s epoch %d: loss %.5f", type(self).__name__, self.n_iter_, self.loss_)
+            raise_if_diverged(self, module, always=False)
             if self._no_improvement_count > self.n_iter_no_change:
                 break
+        else:
+            if not incremental:
+                warnings.warn("Stochastic Optimizer: Maximum iterations (%d) reached and the "
+                              "optimization hasn't converged yet." % self.max_iter,
+                              ConvergenceWarning)
+        raise_if_diverged(self, module, always=not incremental)
 
     # ------------------------------------------------------------------ prediction
     def _top_k_internal(self, X, k):
