@@ -236,6 +236,35 @@ def test_set_data_into_live_net(kind, hybrid, wd, optimizer):
     _assert_all_equal(nets, trainers)
 
 
+@per_optimizer("kind, hybrid", [("fc", True), ("fm", False)])
+def test_frozen_weight_reads_and_writes_as_eager(kind, hybrid, tmp_path, optimizer):
+    """Freezing (grad_req='null') replaces a parameter's arrays by detached copies:
+    reads of the frozen weight, a checkpoint loaded into it, forward passes and the
+    training after unfreezing all follow the eager run (they read stale rows, and
+    the next forward replayed the missed steps onto the loaded checkpoint)."""
+    nets, trainers = _pair(kind, hybrid, 0.01, optimizer)
+    batches = _schedule()
+    _train_both(nets, trainers, batches[:12])
+    checkpoint = str(tmp_path / "early.params")
+    nets[1].save_parameters(checkpoint)
+    _train_both(nets, trainers, batches[12:])
+    for net in nets:
+        for param in _sparse_params(net):
+            param.grad_req = "null"
+    _assert_weights_equal(*nets, read=lambda p: p.data().asnumpy())
+    for net in nets:
+        net.load_parameters(checkpoint)
+    x = batches[0][0]
+    outputs = [net(x).asnumpy() for net in nets]
+    np.testing.assert_array_equal(*outputs)
+    _assert_weights_equal(*nets)
+    for net in nets:
+        for param in _sparse_params(net):
+            param.grad_req = "write"
+    _train_both(nets, trainers, _batches(10, 7, np.arange(IN_UNITS // 5)))
+    _assert_all_equal(nets, trainers)
+
+
 @per_optimizer("kind, hybrid, wd", [("fc", True, 0.01), ("fm", False, 0.0)])
 def test_initialize_force_reinit(kind, hybrid, wd, optimizer):
     nets, trainers = _pair(kind, hybrid, wd, optimizer)

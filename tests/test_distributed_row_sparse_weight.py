@@ -125,14 +125,35 @@ def test_bad_input_and_arguments_are_named():
     # of row 55 of a 50-row weight corrupted the heap.
     beyond = mx.nd.sparse.csr_matrix((np.ones(3, np.float32), np.array([1, 55, 7]),
                                       np.array([0, 2, 3])), shape=(2, 50))
-    with pytest.raises(ValueError, match=r"CSR column index 55 is outside \[0, 50\)"):
+    with pytest.raises(ValueError, match=r"CSR column index 55 \(row 0, entry 1\) is outside "
+                                         r"\[0, 50\)"):
         layer(beyond)
+    # Nor its row pointers: MXNet's product read past the entries.
+    for indptr in ([0, 2, 1], [0, 1, 5], [1, 1, 2]):
+        bad = mx.nd.sparse.csr_matrix((np.ones(2, np.float32), np.array([3, 4]),
+                                       np.array(indptr)), shape=(2, 50))
+        with pytest.raises(ValueError, match="indptr .* is not a row pointer array"):
+            layer(bad)
     with pytest.raises(ValueError, match="in_units must be a positive int"):
         FullyConnectedSparseRowSparseWeight(3, in_units=0)
     untrained = FullyConnectedSparseRowSparseWeight(3, in_units=50)
     untrained.initialize()
     with pytest.raises(RuntimeError, match="no Trainer"):
         untrained(mx.nd.sparse.zeros("csr", (2, 50)))
+
+
+@pytest.mark.parametrize("columns", [[40, 4, 7], [4, 4, 7], [7, 4, 7]])
+def test_rows_with_unsorted_or_repeated_columns_mean_their_sum(columns):
+    """MXNet's CSR x row_sparse product assumes sorted, unique columns (it returned 0 for
+    an unsorted row); a CSR built from arrays need not have them."""
+    layer, _ = layer_with_trainer(units=2)
+    values = np.array([1.0, 2.0, 3.0], np.float32)
+    x = mx.nd.sparse.csr_matrix((values, np.array(columns), np.array([0, 3, 3])),
+                                shape=(2, 50))
+    dense = np.zeros((2, 50), np.float32)
+    np.add.at(dense[0], columns, values)
+    expected = dense @ full_weight(layer) + layer.bias.data().asnumpy()
+    np.testing.assert_allclose(layer(x).asnumpy(), expected, rtol=1e-6)
 
 
 def test_check_dist_params_refuses_dense_weight_with_sparse_gradient():

@@ -259,3 +259,88 @@ def test_factorization_machine_deferred_init_and_round_trip(tmp_path):
     restored = FactorizationMachine(3, in_units=25)
     restored.load_parameters(path)
     np.testing.assert_array_equal(restored(x).asnumpy(), out)
+
+
+def fm_input_jacobian(x, V, w):
+    """d y / d x of a factorization machine, float64 NumPy: (batch, in_units)."""
+    return w.ravel()[None, :] + (x @ V) @ V.T - x * (V ** 2).sum(axis=1)[None, :]
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+@pytest.mark.parametrize("kind", ["fc", "fm", "fc_dense_grad"])
+def test_input_gradient_of_dense_input(kind, hybridize):
+    """A dense input that needs a gradient gets it (the products themselves do not
+    differentiate with respect to their data), and the weight's stays row_sparse."""
+    rng = np.random.RandomState(3)
+    head = rng.standard_normal((5, 3 if kind != "fm" else 1)).astype(np.float32)
+    if kind == "fm":
+        layer = FactorizationMachine(4, in_units=6)
+    else:
+        layer = FullyConnectedSparse(3, in_units=6, activation="tanh", weight_grad_stype=(
+            "default" if kind == "fc_dense_grad" else "row_sparse"))
+    layer.initialize(mx.init.Uniform(0.5))
+    if hybridize:
+        layer.hybridize()
+    x_np = rng.rand(5, 6).astype(np.float32)
+    x = mx.nd.array(x_np)
+    x.attach_grad()
+    out = grads_of(layer, x, mx.nd.array(head))
+    if kind == "fm":
+        V, w = layer.factor.data().asnumpy(), layer.linear.data().asnumpy()
+        expected = head.astype(np.float64) * fm_input_jacobian(x_np.astype(np.float64), V, w)
+        weight = layer.factor
+    else:
+        W = layer.weight.data().asnumpy().astype(np.float64)
+        pre = x_np.astype(np.float64) @ W + layer.bias.data().asnumpy()
+        expected = (head * (1 - np.tanh(pre) ** 2)) @ W.T
+        np.testing.assert_allclose(out.asnumpy(), np.tanh(pre), rtol=1e-5, atol=1e-6)
+        weight = layer.weight
+    np.testing.assert_allclose(x.grad.asnumpy(), expected, rtol=1e-4, atol=1e-6)
+    assert weight.grad().stype == ("default" if kind == "fc_dense_grad" else "row_sparse")
+    # The same block then takes plain data (no gradient wanted) on its O(nnz) path.
+    grads_of(layer, mx.nd.array(x_np))
+    assert layer._traced_input_grad is False
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_layer_before_a_sparse_layer_trains(hybridize):
+    """Dense -> FullyConnectedSparse gives the first layer Dense -> Dense's gradient
+    (it used to be zero: nothing before a sparse layer trained)."""
+    x = mx.nd.array(np.random.RandomState(4).rand(3, 4))
+    sparse = gluon.nn.HybridSequential()
+    sparse.add(gluon.nn.Dense(6, in_units=4), FullyConnectedSparse(2, in_units=6))
+    sparse.initialize(mx.init.Uniform(0.5))
+    dense = gluon.nn.HybridSequential()
+    dense.add(gluon.nn.Dense(6, in_units=4), gluon.nn.Dense(2, in_units=6))
+    dense.initialize()
+    dense[0].weight.set_data(sparse[0].weight.data())
+    dense[0].bias.set_data(sparse[0].bias.data())
+    dense[1].weight.set_data(sparse[1].weight.data().T)
+    dense[1].bias.set_data(sparse[1].bias.data())
+    if hybridize:
+        sparse.hybridize()
+        dense.hybridize()
+    out_sparse, out_dense = grads_of(sparse, x), grads_of(dense, x)
+    np.testing.assert_allclose(out_sparse.asnumpy(), out_dense.asnumpy(), rtol=1e-6)
+    expected = dense[0].weight.grad().asnumpy()
+    assert np.abs(expected).sum() > 0
+    np.testing.assert_allclose(sparse[0].weight.grad().asnumpy(), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dense_grad(sparse[1].weight), dense[1].weight.grad().asnumpy().T,
+                               rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("indices, indptr, message", [
+    ([1, 10 ** 9], [0, 1, 2], r"CSR column index 1000000000 \(row 1, entry 1\) is outside"),
+    ([1, -1], [0, 1, 2], r"CSR column index -1 \(row 1, entry 1\) is outside"),
+    ([1, 50], [0, 1, 2], r"CSR column index 50 \(row 1, entry 1\) is outside \[0, 50\)"),
+    ([1, 2], [0, 1, 5], "indptr .* is not a row pointer array"),
+    ([1, 2], [0, 2, 1], "indptr .* is not a row pointer array")])
+def test_dense_weight_gradient_path_refuses_a_bad_csr(indices, indptr, message):
+    """weight_grad_stype='default' runs MXNet's sparse.dot, which reads the batch unchecked
+    (a column past the weight crashed the process, one at its end was dropped)."""
+    layer = FullyConnectedSparse(3, in_units=50, weight_grad_stype="default")
+    layer.initialize()
+    x = mx.nd.sparse.csr_matrix((np.ones(2, np.float32), np.array(indices), np.array(indptr)),
+                                shape=(2, 50))
+    with pytest.raises(ValueError, match=message):
+        layer(x)

@@ -19,8 +19,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import HybridBlock, nn
 
-from .. import _native
-from . import _grad_req_guard
+from .. import _grad_req, _native
+from ._csr import checked_csr
 
 __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
 
@@ -32,6 +32,19 @@ _native.load_ops()
 def _empty_rows(columns, like):
     # nd.zeros((0, n)) fails: MXNet's legacy shape semantics read 0 as "unknown".
     return mx.nd.array(np.zeros((0, columns), dtype=like.dtype), ctx=like.context)
+
+
+def _needs_input_grad(x):
+    """Whether autograd will want a gradient for the NDArray ``x``: a dense array marked
+    with ``attach_grad`` or the result of recorded operations, under ``autograd.record``."""
+    if x.stype != "default" or not mx.autograd.is_recording():
+        return False
+    if x.grad is not None:
+        return True
+    try:
+        return mx.autograd.get_symbol(x).get_children() is not None
+    except mx.base.MXNetError:  # not recorded: plain data
+        return False
 
 
 def _refuse_add_in_parent_graph(layer, param, req):
@@ -57,6 +70,8 @@ class _SparseInputBlock(HybridBlock):
 
     _row_params = ()
     _in_parent_graph = False  # traced into a hybridized parent's graph, still cached there
+    _input_grad = False  # the NDArray input of this call needs a gradient
+    _traced_input_grad = None  # whether the last traced graph differentiates its input
 
     def _feature_params(self):
         return [getattr(self, name) for name in self._row_params]
@@ -73,11 +88,11 @@ class _SparseInputBlock(HybridBlock):
     def _watch_grad_reqs(self):
         """A hybridized parent's graph keeps this block's trace and never calls it again:
         refuse grad_req='add' for the gradients gluon_sparse_dot writes there
-        (_grad_req_guard), instead of letting the graph overwrite them."""
+        (gluon_sparse._grad_req), instead of letting the graph overwrite them."""
         self._in_parent_graph = True
         layer = weakref.ref(self)
         for param in self.collect_params().values():
-            _grad_req_guard.watch(param, functools.partial(_refuse_add_in_parent_graph, layer))
+            _grad_req.watch(param, functools.partial(_refuse_add_in_parent_graph, layer))
 
     @property
     def in_units(self):
@@ -123,9 +138,12 @@ class _SparseInputBlock(HybridBlock):
                 # The operator library reads CSR index arrays as int64, MXNet's default.
                 raise TypeError("%s expects a CSR batch with int64 indptr and indices, got %s "
                                 "(shape %s)" % (name, "/".join(map(str, aux_types)), tuple(x.shape)))
+            if any(p._grad_stype != "row_sparse" for p in self._feature_params()):
+                checked_csr(x, name)  # MXNet's sparse.dot serves it, unchecked
         self._check_grad_req()
 
     def forward(self, x, *args):
+        self._input_grad = False
         if isinstance(x, mx.sym.Symbol):
             self._watch_grad_reqs()
         if isinstance(x, mx.nd.NDArray):
@@ -137,11 +155,36 @@ class _SparseInputBlock(HybridBlock):
                     param._finish_deferred_init()
             if x.shape[0] == 0:
                 return self._empty_output(x)
-            if x.stype == "default":
+            self._input_grad = _needs_input_grad(x)
+            if self._cached_graph and self._traced_input_grad != self._input_grad:
+                self._clear_cached_op()  # the graph was traced for the other kind of input
+            if x.stype == "default" and not self._input_grad:
                 # The products accept dense data but scan all of it, in the
                 # forward and again in the backward; one conversion keeps them O(nnz).
                 x = x.tostype("csr")
         return super().forward(x, *args)
+
+    def _differentiates_input(self, F, x):
+        """Whether this graph must pass a gradient to ``x`` (see :meth:`_input_gradient`):
+        an NDArray input that needs one, or, traced in a hybridized parent, an input
+        that other operators compute."""
+        differentiate = self._input_grad or (F is mx.sym and x.get_children() is not None)
+        self._traced_input_grad = differentiate
+        return differentiate
+
+    @staticmethod
+    def _input_gradient(F, x, jacobian):
+        """A term of value zero whose gradient with respect to ``x`` is ``ograd * jacobian``.
+
+        ``gluon_sparse_dot``, like MXNet's ``sparse.dot``, does not differentiate
+        with respect to its data operand: its input is data. Where the input is
+        computed by trainable layers (or marked with ``attach_grad``), the
+        products take ``BlockGrad(x)`` and this term, ``(x - BlockGrad(x)) *
+        jacobian`` summed over the features, carries the input's gradient. It
+        adds an exact 0 to the output (for finite values) and costs a dense
+        ``(batch, in_units)`` pass, as a dense layer's input gradient does.
+        """
+        return F.sum((x - F.BlockGrad(x)) * jacobian, axis=1, keepdims=True)
 
     def infer_shape(self, x, *args):
         # Deferred initialisation: in_units is the batch's width, like gluon.nn.Dense.
@@ -261,16 +304,21 @@ class FullyConnectedSparse(_SparseInputBlock):
 
     def hybrid_forward(self, F, x, weight, bias=None):
         self._traced_fused_bias = self._fuses_bias()
+        differentiate = self._differentiates_input(F, x)
+        data = F.BlockGrad(x) if differentiate else x
         if self.weight._grad_stype == "row_sparse":
             self._check_grad_req()  # at trace time too: a hybridized child skips forward()
             if self._traced_fused_bias:
-                out = F.gluon_sparse_dot(x, weight, bias, with_bias=True)
+                out = F.gluon_sparse_dot(data, weight, bias, with_bias=True)
                 bias = None
             else:
-                out = F.gluon_sparse_dot(x, weight)
+                out = F.gluon_sparse_dot(data, weight)
         else:
             # A dense gradient is what MXNet's dot produces natively.
-            out = F.sparse.dot(x, weight)
+            out = F.sparse.dot(data, weight)
+        if differentiate:
+            # (x - BlockGrad(x)) . W: zero, with the input gradient ograd . W^T.
+            out = out + F.dot(x - F.BlockGrad(x), F.BlockGrad(weight))
         if bias is not None:
             out = F.broadcast_add(out, bias.reshape((1, -1)))
         if self.act is not None:
@@ -346,13 +394,23 @@ class FactorizationMachine(_SparseInputBlock):
 
     def hybrid_forward(self, F, x, factor, linear, bias):
         self._check_grad_req()
-        linear_term = F.gluon_sparse_dot(x, linear)
-        xv = F.gluon_sparse_dot(x, factor)
+        differentiate = self._differentiates_input(F, x)
+        data = F.BlockGrad(x) if differentiate else x
+        linear_term = F.gluon_sparse_dot(data, linear)
+        xv = F.gluon_sparse_dot(data, factor)
         # sum_i x_i^2 v_if^2 for every f, i.e. dot(x*x, V*V), computed on the
         # batch's rows of V only: squaring V itself would cost O(in_units x k).
-        sq_term = F.gluon_sparse_dot(x, factor, squared=True)
+        sq_term = F.gluon_sparse_dot(data, factor, squared=True)
         pair_term = 0.5 * F.sum(F.square(xv) - sq_term, axis=1, keepdims=True)
-        return F.broadcast_add(linear_term + pair_term, bias.reshape((1, 1)))
+        out = linear_term + pair_term
+        if differentiate:
+            # d y / d x_i = w_i + sum_f v_if (x V)_f - x_i sum_f v_if^2
+            v, w = F.BlockGrad(factor), F.BlockGrad(linear)
+            jacobian = F.broadcast_sub(
+                F.broadcast_add(F.dot(F.BlockGrad(xv), v, transpose_b=True), w.reshape((1, -1))),
+                F.broadcast_mul(data, F.sum(F.square(v), axis=1).reshape((1, -1))))
+            out = out + self._input_gradient(F, x, jacobian)
+        return F.broadcast_add(out, bias.reshape((1, 1)))
 
     def __repr__(self):
         return "{name}({in_units} -> 1, factor_size={k})".format(

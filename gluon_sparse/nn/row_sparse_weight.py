@@ -25,6 +25,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import Block, nn
 
+from ._csr import checked_csr
 from .basic_layers import _empty_rows
 
 __all__ = ["FullyConnectedSparseRowSparseWeight", "pull_rows"]
@@ -224,7 +225,9 @@ class FullyConnectedSparseRowSparseWeight(Block):
             # The row ids to pull are the CSR column indices; a dense batch would
             # also make the weight gradient dense.
             x = x.tostype("csr")
-        # Column indices need be neither unique nor sorted for row_sparse_pull.
+        # MXNet's dot of a CSR batch and a row_sparse weight reads the batch
+        # unchecked and assumes each row's columns sorted and unique.
+        x = checked_csr(x, self.name, canonical=True)
         weight = pull_rows(self.weight, x.indices, "CSR column index")
         out = mx.nd.sparse.dot(x, weight)
         if self.bias is not None:

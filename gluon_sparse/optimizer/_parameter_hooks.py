@@ -51,6 +51,11 @@ The hooks, and why each exists:
 ``Parameter.initialize``, ``Parameter.reset_ctx``, ``Parameter.cast``
     Replace the arrays: flush, then detach the states from the old arrays; the
     next update binds them to the new ones, with every row up to date.
+``Parameter.grad_req`` (set to ``'null'``, through :mod:`gluon_sparse._grad_req`)
+    Freezing replaces the arrays by detached copies (new handles, the same
+    memory): flush, then detach the states, as for ``initialize``. A frozen
+    weight is not updated; the next update after unfreezing binds the states
+    to the arrays it is given.
 ``Parameter.__getstate__``
     Pickling (``pickle.dumps(net)``) reads the arrays directly: flush first.
 ``Updater.set_states``
@@ -65,7 +70,7 @@ import weakref
 
 import mxnet as mx
 
-from .. import _interrupt
+from .. import _grad_req, _interrupt
 
 __all__ = ["DeferredState", "track", "untrack", "state_of", "flush_arrays", "install"]
 
@@ -223,6 +228,12 @@ def _parameter_cast(self, dtype):
     return _originals["Parameter.cast"](self, dtype)
 
 
+def _parameter_grad_req(param, req):
+    # MXNet's setter: `self._data = [i.detach() for i in self._data]` for 'null'.
+    if req == "null" and param.grad_req != "null" and param._grad is not None:
+        _detach_arrays(param._data)
+
+
 def _parameter_getstate(self):
     flush_arrays(self._data)
     return self.__dict__
@@ -270,3 +281,4 @@ def install():
         _originals["%s.%s" % (cls.__name__, name)] = cls.__dict__.get(name)
         hook.__doc__ = getattr(cls.__dict__.get(name), "__doc__", None)
         setattr(cls, name, hook)
+    _grad_req.before_every_change(_parameter_grad_req)
