@@ -174,3 +174,56 @@ def test_numpy_sizes_and_pathlike_cache_directories(tmp_path):
     assert (first.data != again.data).nnz == 0
     with pytest.raises(ValueError, match="num_features must be a positive integer"):
         LibSVMDataset(str(path), num_features=True, cache=cache_dir)
+
+
+def test_a_file_replaced_with_its_old_size_and_mtime_is_parsed_again(cached):
+    """cp -p, rsync -t and tar give a new file the old one's modification time."""
+    path, cache_dir, entry = cached
+    old = os.stat(path)
+    text = open(path).read()
+    changed = text.replace("1:", "2:", 1) if "1:" in text else None
+    assert changed is not None and len(changed) == len(text)
+    replacement = path + ".new"
+    with open(replacement, "w") as f:
+        f.write(changed)
+    os.replace(replacement, path)
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert os.stat(path).st_size == old.st_size and os.stat(path).st_mtime_ns == old.st_mtime_ns
+    assert_equals_reference(LibSVMDataset(path, cache=cache_dir), path)
+
+
+@pytest.mark.parametrize("meta", [b"null", b"[]", b"0", b'"text"'])
+def test_a_meta_json_that_is_not_an_object_is_discarded(cached, meta, caplog):
+    path, cache_dir, entry = cached
+    with open(os.path.join(entry, "meta.json"), "wb") as f:
+        f.write(meta)
+    assert_equals_reference(LibSVMDataset(path, cache=cache_dir), path)
+    assert any("not an object" in r.getMessage() for r in caplog.records)
+
+
+def test_threads_of_one_process_writing_entries_keep_each_others_staging(tmp_path):
+    """A save removed the staging directories of its own process: another thread's
+    write in progress then failed and its entry was never written."""
+    import threading
+    cache_dir = str(tmp_path / "cache")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(6):
+        path = tmp_path / ("part%d.libsvm" % i)
+        path.write_text("".join("%d %s\n" % (r % 2, " ".join(
+            "%d:%g" % (j + 1, v) for j, v in enumerate(rng.random(40)))) for r in range(3000)))
+        paths.append(str(path))
+    errors = []
+
+    def load(path):
+        try:
+            LibSVMDataset(path, cache=cache_dir)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+    threads = [threading.Thread(target=load, args=(p,)) for p in paths]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(entries(cache_dir)) == len(paths) and leftovers(cache_dir) == []

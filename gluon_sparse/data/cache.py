@@ -2,8 +2,11 @@
 
 Parsing text is the slow part of loading; the parsed arrays are saved as
 ``.npy`` files so that a later run reads them at disk speed. An entry is keyed
-by the absolute path, size and modification time of every source file plus the
-parse options, so editing or replacing a file invalidates its entry.
+by the absolute path, device, inode, size, modification and status-change
+times of every source file plus the parse options, so editing or replacing a
+file invalidates its entry, also when the replacement is given the old file's
+size and modification time (``cp -p``, ``rsync -t`` and ``tar`` set it; the
+status-change time is the kernel's, which no program sets back).
 
 Entries are crash-safe and checked:
 
@@ -61,7 +64,8 @@ def default_cache_dir():
 
 
 def cache_key(paths, options):
-    """Hex digest identifying ``paths`` (path, size, mtime) parsed with ``options``.
+    """Hex digest identifying ``paths`` (path, device, inode, size, mtime, ctime) parsed
+    with ``options``.
 
     Raises
     ------
@@ -71,7 +75,8 @@ def cache_key(paths, options):
     sources = []
     for path in paths:
         stat = os.stat(path)
-        sources.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])
+        sources.append([os.path.abspath(path), stat.st_dev, stat.st_ino, stat.st_size,
+                        stat.st_mtime_ns, stat.st_ctime_ns])
     record = json.dumps({"version": _FORMAT_VERSION, "sources": sources, "options": options},
                         sort_keys=True)
     return hashlib.sha256(record.encode()).hexdigest()[:32]
@@ -157,6 +162,8 @@ def load_cached(key, cache_dir):
     try:
         with open(os.path.join(entry, "meta.json"), "rb") as f:
             meta = json.loads(f.read().decode("utf-8"))
+        if not isinstance(meta, dict):
+            raise CorruptEntry("meta.json holds a %s, not an object" % type(meta).__name__)
         if meta.get("version") != _FORMAT_VERSION or meta.get("meta_crc32") != _meta_checksum(meta):
             raise CorruptEntry("meta.json does not match its checksum")
         arrays = {name: _read_array(entry, name, meta["files"][name]) for name in _ARRAYS}
@@ -178,7 +185,8 @@ def load_cached(key, cache_dir):
 
 
 def _remove_stale_staging(cache_dir):
-    """Remove staging and discard directories of processes that no longer run."""
+    """Remove staging and discard directories of processes that no longer run (this
+    process's are left alone: another of its threads may be writing one)."""
     try:
         names = os.listdir(cache_dir)
     except OSError:
@@ -190,7 +198,7 @@ def _remove_stale_staging(cache_dir):
             pid = int(name.rsplit("-", 2)[-2])
         except (ValueError, IndexError):
             pid = None
-        if pid is not None and pid != os.getpid() and _process_exists(pid):
+        if pid is not None and _process_exists(pid):
             continue  # a live writer's staging: not ours to touch
         logger.info("removing %s left by an interrupted cache write", name)
         shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)

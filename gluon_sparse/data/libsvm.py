@@ -143,7 +143,8 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     The result equals ``sklearn.datasets.load_svmlight_file`` (or
     ``load_svmlight_files`` concatenated) with the same arguments, but the
     parser runs in C++ on several threads. Differences, all deliberate:
-    a row with unsorted indices is sorted (scikit-learn raises; pass
+    ``dtype`` is float32 by default (scikit-learn's is float64), a row with
+    unsorted indices is sorted (scikit-learn raises; pass
     ``allow_unsorted=False`` for its behaviour), errors name the file, line
     and token, ``qid:`` must carry an integer, and numbers with digit-group
     underscores (``1_000``) are rejected.
