@@ -433,3 +433,24 @@ def test_symbolic_graph_equals_the_imperative_loss(loss):
                               mx.nd.array(corr, dtype="float64"))))
     values.update({p.name: p.data() for p in out.collect_params().values()})
     np.testing.assert_allclose(graph.eval(mx.cpu(), **values)[0].asnumpy(), got, rtol=1e-10)
+
+
+def test_the_callers_label_matrix_is_left_as_given():
+    """The layer drops stored zeros and merges repeated ids on its own copy: it used to
+    rewrite the caller's arrays, and the next epoch over the same matrix then failed."""
+    layer = SampledOutput(10, in_units=3, num_sampled=4, sampler="uniform", seed=0)
+    layer.initialize()
+    h = mx.nd.ones((2, 3))
+    Y = sp.csr_matrix((np.array([1.0, 1.0, 0.0, 1.0]), np.array([4, 4, 2, 7]),
+                       np.array([0, 3, 4])), shape=(2, 10))
+    arrays = [a.copy() for a in (Y.data, Y.indices, Y.indptr)]
+    first = layer(h, Y).asnumpy()
+    for before, after in zip(arrays, (Y.data, Y.indices, Y.indptr)):
+        np.testing.assert_array_equal(after, before)
+    layer(h, Y)  # a second pass over the same batch
+    canonical = sp.csr_matrix((np.array([1.0, 1.0]), np.array([4, 7]), np.array([0, 1, 2])),
+                              shape=(2, 10))
+    fresh = SampledOutput(10, in_units=3, num_sampled=4, sampler="uniform", seed=0)
+    fresh.initialize()
+    fresh.weight.set_data(layer.weight.data())
+    np.testing.assert_array_equal(fresh(h, canonical).asnumpy(), first)

@@ -171,3 +171,33 @@ def test_precision_and_ndcg_against_sklearn():
 def test_mixed_dtypes_are_named():
     with pytest.raises(TypeError, match="one dtype, got float64, float32"):
         top_k_scores(mx.nd.ones((2, 3), dtype="float64"), mx.nd.ones((5, 3)), None, 2)
+
+
+@pytest.mark.parametrize("k", [0, -1, True, 2.0])
+def test_metrics_refuse_a_k_that_is_not_a_positive_int(k):
+    import scipy.sparse as sp
+    from gluon_sparse.nn.topk import ndcg_at_k, precision_at_k
+    Y = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 0]], dtype=np.float32))
+    ids = np.array([[1, 0, 2], [0, 1, 2]])
+    for metric in (precision_at_k, ndcg_at_k):
+        with pytest.raises(ValueError, match="needs an int k >= 1"):
+            metric(Y, ids, k)
+
+
+def test_metrics_refuse_an_indicator_value_other_than_0_and_1():
+    import scipy.sparse as sp
+    from gluon_sparse.nn.topk import precision_at_k
+    Y = sp.csr_matrix(np.array([[0, -1, 0], [1, 0, 0]], dtype=np.float32))
+    with pytest.raises(ValueError, match="row 0 has -1.0 for label 1"):
+        precision_at_k(Y, np.array([[1], [0]]), 1)
+
+
+def test_float16_is_refused_by_name():
+    from gluon_sparse.nn import FactorizationMachine, FullyConnectedSparse
+    with pytest.raises(TypeError, match="float32 or float64"):
+        FullyConnectedSparse(3, dtype="float16")
+    with pytest.raises(TypeError, match="float32 or float64"):
+        FactorizationMachine(2, dtype="float16")
+    with pytest.raises(TypeError, match="float32 or float64"):
+        top_k_scores(mx.nd.ones((2, 4), dtype="float16"), mx.nd.ones((6, 4), dtype="float16"),
+                     None, 2)

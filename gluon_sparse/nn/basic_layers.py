@@ -29,6 +29,17 @@ __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
 _native.load_ops()
 
 
+# The dtypes gluon_sparse_dot has kernels for.
+_OPERATOR_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _check_dtype(block, dtype):
+    """Refuse at construction a parameter dtype the operator cannot compute in."""
+    if np.dtype(dtype) not in _OPERATOR_DTYPES:
+        raise TypeError("%s: dtype must be float32 or float64 (gluon_sparse_dot has no %s "
+                        "kernel), got %r" % (block, np.dtype(dtype), dtype))
+
+
 def _empty_rows(columns, like):
     # nd.zeros((0, n)) fails: MXNet's legacy shape semantics read 0 as "unknown".
     return mx.nd.array(np.zeros((0, columns), dtype=like.dtype), ctx=like.context)
@@ -129,6 +140,9 @@ class _SparseInputBlock(HybridBlock):
             raise ValueError("%s was built for %d input features (%s has shape %s) but got a "
                              "batch of shape %s" % (name, in_units, param.name, tuple(param.shape),
                                                    tuple(x.shape)))
+        if np.dtype(param.dtype) not in _OPERATOR_DTYPES:
+            raise TypeError("%s has %s parameters; gluon_sparse_dot computes in float32 or "
+                            "float64 (block.cast('float32'))" % (name, np.dtype(param.dtype)))
         if dtype != np.dtype(param.dtype):
             raise TypeError("%s has %s parameters but the input is %s; cast one of them "
                             "(x.astype(...) or block.cast(...))" % (name, np.dtype(param.dtype), dtype))
@@ -271,6 +285,7 @@ class FullyConnectedSparse(_SparseInputBlock):
         if weight_grad_stype not in ("row_sparse", "default"):
             raise ValueError("weight_grad_stype must be 'row_sparse' or 'default', got %r"
                              % (weight_grad_stype,))
+        _check_dtype("FullyConnectedSparse", dtype)
         self._output_units = units
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(in_units, units),
@@ -378,6 +393,7 @@ class FactorizationMachine(_SparseInputBlock):
     def __init__(self, factor_size, in_units=0, dtype="float32", factor_initializer=None,
                  linear_initializer="zeros", bias_initializer="zeros", prefix=None, params=None):
         super().__init__(prefix=prefix, params=params)
+        _check_dtype("FactorizationMachine", dtype)
         self._factor_size = factor_size
         self._output_units = 1
         if factor_initializer is None:

@@ -240,7 +240,8 @@ class SampledOutput(HybridBlock):
         if isinstance(labels, mx.nd.NDArray):
             labels = (labels.asscipy() if labels.stype == "csr" else labels.asnumpy())
         if sp.issparse(labels):
-            labels = sp.csr_matrix(labels)
+            # A copy: the caller's matrix stays as given (it is batched again next epoch).
+            labels = sp.csr_matrix(labels, copy=True)
             if labels.shape != (batch, self._num_labels):
                 raise ValueError("%s: the label indicator has shape %s but the batch has %d rows "
                                  "and the layer %d labels" % (self.name, labels.shape, batch,

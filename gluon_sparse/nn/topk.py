@@ -9,6 +9,8 @@ Order of the result (the tie rule): higher score first, equal scores by the
 smaller label id, NaN scores after all numbers; the order of NumPy's
 ``np.lexsort((ids, -scores))`` on the full score matrix.
 """
+from numbers import Integral
+
 import mxnet as mx
 import numpy as np
 import scipy.sparse as sp
@@ -52,6 +54,11 @@ def _block_scores(h, weight, bias=None):
                                 num_hidden=weight.shape[0])
 
 
+def _is_int(value):
+    """An integer, not a bool (``True`` is an int to Python, not a count to a user)."""
+    return isinstance(value, (Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _check_args(h, weight, bias, k, row_chunk, label_chunk):
     if h.ndim != 2 or weight.ndim != 2 or h.shape[1] != weight.shape[1]:
         raise ValueError("top_k needs h (rows, H) and weight (num_labels, H), got shapes %s and %s"
@@ -60,15 +67,17 @@ def _check_args(h, weight, bias, k, row_chunk, label_chunk):
     if len(set(dtypes)) > 1:
         raise TypeError("top_k needs h, weight and bias of one dtype, got %s"
                         % ", ".join(d.name for d in dtypes))
+    if dtypes[0] not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError("top_k computes in float32 or float64, got %s" % dtypes[0].name)
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError("bias must have shape (%d,), got %s" % (weight.shape[0],
                                                                  tuple(bias.shape)))
     num_labels = weight.shape[0]
-    if not isinstance(k, (int, np.integer)) or not 1 <= k <= num_labels:
+    if not _is_int(k) or not 1 <= k <= num_labels:
         raise ValueError("k must be an int in [1, %d] (the number of labels), got %r"
                          % (num_labels, k))
     for name, value in (("row_chunk", row_chunk), ("label_chunk", label_chunk)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
+        if not _is_int(value) or value < 1:
             raise ValueError("%s must be a positive int, got %r" % (name, value))
 
 
@@ -116,6 +125,8 @@ def top_k_scores(h, weight, bias, k, row_chunk=1024, label_chunk=16384):
 def _hits(Y, ids, k, metric):
     """(rows, k) 0/1 matrix: whether ``ids[i, j]`` (j < k) is a positive of row i of the
     indicator ``Y``, and each row's number of positives."""
+    if not _is_int(k) or k < 1:
+        raise ValueError("%s@k needs an int k >= 1, got %r" % (metric, k))
     ids = np.asarray(ids)[:, :k]
     if ids.shape[1] < k:
         raise ValueError("%s@%d needs at least %d predictions per row, got %d"
@@ -125,6 +136,11 @@ def _hits(Y, ids, k, metric):
         raise ValueError("the indicator has %d rows but the predictions %d"
                          % (Y.shape[0], ids.shape[0]))
     Y.eliminate_zeros()  # stored zeros are not positives (nor are they in the counts)
+    bad = np.flatnonzero(Y.data != 1)
+    if bad.size:
+        row = int(np.searchsorted(Y.indptr, bad[0], side="right")) - 1
+        raise ValueError("a label indicator holds 0 and 1; row %d has %r for label %d"
+                         % (row, float(Y.data[bad[0]]), Y.indices[bad[0]]))
     Y.sum_duplicates()
     hits = np.zeros(ids.shape)
     for i in range(ids.shape[0]):
