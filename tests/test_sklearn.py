@@ -187,6 +187,29 @@ def test_a_diverged_fit_raises_instead_of_returning_nan_weights(estimator, targe
                                                if target == "classes" else {}))
 
 
+def test_architecture_changed_after_fit_predicts_alike_live_and_unpickled():
+    """set_params(activation=...) after fit: the estimator and its pickled copy both use
+    the new activation with the trained weights, as MLPClassifier does (the live network
+    kept the old one until a pickle rebuilt it)."""
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=5, random_state=0).fit(X, y)
+    relu = clf.predict_proba(X)
+    clf.set_params(activation="tanh")
+    tanh = clf.predict_proba(X)
+    assert not np.array_equal(tanh, relu)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), tanh)
+    clf.set_params(activation="relu")
+    np.testing.assert_array_equal(clf.predict_proba(X), relu)
+    clf.set_params(warm_start=True, activation="tanh", max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(X, y)  # trains on with the rebuilt network
+    clf.set_params(hidden_layer_sizes=(16,))
+    for estimator in (clf, pickle.loads(pickle.dumps(clf))):
+        with pytest.raises(ValueError, match=r"do not fit the network .*\(16,\)"):
+            estimator.predict(X)
+
+
 def test_prediction_input_wider_than_model_is_rejected(tmp_path):
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
     wide = tmp_path / "wide.svm"

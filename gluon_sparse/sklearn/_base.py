@@ -214,7 +214,7 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
     def __getstate__(self):
         # A copy: on Python 3.11+ BaseEstimator may hand back the live __dict__.
         state = dict(super().__getstate__())
-        for transient in ("_module", "_trainer", "_ctx", "_module_lock"):
+        for transient in ("_module", "_trainer", "_ctx", "_module_lock", "_module_architecture"):
             state.pop(transient, None)
         if self._is_fitted() and hasattr(self, "_module_lock"):
             # Plain numpy arrays: the pickle does not depend on the device the

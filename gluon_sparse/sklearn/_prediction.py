@@ -18,7 +18,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ._data import padded_csr_batches
-from ._params import set_module_params
+from ._params import module_param_arrays, set_module_params
 
 __all__ = ["PredictionMixin"]
 
@@ -29,24 +29,46 @@ class PredictionMixin:
     def _is_fitted(self):
         return hasattr(self, "n_outputs_")
 
+    def _architecture(self):
+        """The hyper-parameters that the network's structure and function depend on
+        (``hidden_layer_sizes``, ``activation``, ``module``), normalised for comparison."""
+        return ()
+
     def _get_module(self):
-        """The fitted block, rebuilt from ``_module_params`` on first use after unpickling."""
+        """The fitted block, rebuilt from ``_module_params`` on first use after unpickling,
+        and from its own parameters when :meth:`_architecture` changed since it was built."""
         if not self._is_fitted() or not hasattr(self, "_module_lock"):
             raise NotFittedError("This %s instance is not fitted yet. Call 'fit' first."
                                  % type(self).__name__)
         with self._module_lock:
             if self._module is None:
                 self._install_params(self._module_params)
+            elif getattr(self, "_module_architecture", None) != self._architecture():
+                self._rebuild_for_new_architecture()
             return self._module
+
+    def _rebuild_for_new_architecture(self):
+        """``set_params`` changed the architecture after fit: the network is rebuilt with the
+        trained parameters, as an unpickled copy would be, so that the estimator and its
+        copies predict alike (scikit-learn's MLPs read ``activation`` at every predict)."""
+        self._install_params(module_param_arrays(self._module))
+        self._trainer = None  # the optimizer's state belonged to the old network's parameters
 
     def _install_params(self, arrays):
         """Build the network with the parameters ``arrays`` (``{name: numpy array}``) now."""
         with self._module_lock:
             module = self._build_module(self.n_outputs_)
-            set_module_params(module, arrays, self._ctx)
+            try:
+                set_module_params(module, arrays, self._ctx)
+            except (AssertionError, ValueError) as err:  # MXNet's shape check is an assert
+                raise ValueError("%s: the trained parameters do not fit the network that the "
+                                 "hyper-parameters %r describe (%s); set them back to the fitted "
+                                 "ones, or fit again" % (type(self).__name__, self._architecture(),
+                                                         err)) from err
             # Published only once whole: another thread waiting on the lock
             # then finds it and does not rebuild.
             self._module = module
+            self._module_architecture = self._architecture()
             self._module_params = None
 
     @property

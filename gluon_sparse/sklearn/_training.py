@@ -135,6 +135,7 @@ class TrainingMixin:
         self._init_seed = int(self._random_state.randint(np.iinfo(np.int32).max))
         module = self._build_module(n_outputs)
         self._initialize_module(module, self._init_seed, self._ctx)
+        self._module_architecture = self._architecture()
         return module
 
     def _batch_size(self, n_samples):

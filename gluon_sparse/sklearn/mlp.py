@@ -37,6 +37,9 @@ class _BaseSparseMLP(BaseSparseNet):
         "activation": [StrOptions(set(_ACTIVATIONS))],
     }
 
+    def _architecture(self):
+        return tuple(self._hidden_sizes()), self.activation
+
     def _hidden_sizes(self):
         sizes = self.hidden_layer_sizes
         sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)

@@ -167,6 +167,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                                 "labels_per_row_")
 
     # ------------------------------------------------------------------ network
+    def _architecture(self):
+        return tuple(self._hidden_sizes()), self.activation
+
     def _hidden_sizes(self):
         sizes = self.hidden_layer_sizes
         sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)

@@ -27,6 +27,9 @@ class _BaseSparseNetWrapper(BaseSparseNet):
         "loss": [gluon.loss.Loss, None],
     }
 
+    def _architecture(self):
+        return (self.module,)
+
     def _build_module(self, n_outputs):
         if self.module is None:
             return FullyConnectedSparse(n_outputs, in_units=self.n_features_in_)
