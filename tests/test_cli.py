@@ -150,6 +150,18 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["train", "floatlabel.svm", "--model-dir", "m"], "--task regression"),
     (["train", HEART_SCALE, "--model-dir", "m", "--validation-fraction", "0.999"],
      "leaves none to train on"),
+    (["train", HEART_SCALE, "--model-dir", "m", "--optimizer", "groupadagrad"],
+     "unknown optimizer 'groupadagrad'"),  # contrib's: 2-D weights only (a traceback)
+    (["train", "multilabel.svm", "--model-dir", "m"], "train --multilabel"),
+    (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--hidden", "linear"],
+     "needs a hidden layer"),
+    (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--task", "regression"],
+     "--task regression does not apply"),
+    (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--validation-fraction",
+      "0.999"], "leaves none to train on"),
+    # MXNet's Adamax: 0 / 0 for a weight whose gradient is always 0 (a NaN model was saved).
+    (["train", HEART_SCALE, "--model-dir", "m", "--optimizer", "adamax", "--epochs", "1"],
+     "non-finite weights"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
     (tmp_path / "bad.svm").write_text("1 1:0.5 2:0.25\n+1 3:oops\n")
@@ -157,6 +169,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, me
     (tmp_path / "nanlabel.svm").write_text("1 1:0.5\nnan 2:1\n-1 3:1\n")
     (tmp_path / "biglabel.svm").write_text("1 1:0.5\n1e39 2:1\n-1 3:1\n")
     (tmp_path / "floatlabel.svm").write_text("1 1:0.5\n2.25 2:1\n-1 3:1\n")
+    (tmp_path / "multilabel.svm").write_text("1,2 1:0.5\n0 2:1\n2 3:1\n")
     assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "model")] + FAST) == 0
     capsys.readouterr()
     monkeypatch.chdir(tmp_path)
@@ -164,6 +177,46 @@ def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, me
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert message in err[0] and "error" in err[0]
+
+
+def test_predict_ignores_labels_and_keeps_links_and_devices(trained, tmp_path, capsys):
+    """predict does not use labels (a placeholder nan is fine); --out through a symbolic
+    link writes its target, and a FIFO or device is written to, never replaced."""
+    X, _ = load_svmlight_file(HEART_SCALE)
+    lines = open(HEART_SCALE).read().splitlines()
+    unlabelled = tmp_path / "unlabelled.svm"
+    unlabelled.write_text("".join("nan" + line[line.index(" "):] + "\n" for line in lines))
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert cli.main(["predict", str(unlabelled), "--model-dir", str(trained), "--out",
+                     str(link)]) == 0
+    assert link.is_symlink()
+    np.testing.assert_array_equal(np.array(target.read_text().split(), dtype=float),
+                                  load(trained).predict(X))
+    import os
+    import threading
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo).read()))
+    reader.start()
+    assert cli.main(["predict", HEART_SCALE, "--model-dir", str(trained), "--out",
+                     str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert len(received[0].splitlines()) == 270 and not os.path.isfile(fifo)
+    assert cli.main(["predict", HEART_SCALE, "--model-dir", str(trained), "--out",
+                     os.devnull]) == 0
+    assert not os.path.isfile(os.devnull)
+
+
+def test_evaluate_names_labels_the_model_never_saw(trained, tmp_path, capsys):
+    relabelled = tmp_path / "zero_one.svm"
+    relabelled.write_text(open(HEART_SCALE).read().replace("-1 ", "0 "))
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(relabelled), "--model-dir", str(trained)]) == 0
+    out = capsys.readouterr().out
+    assert "have labels the model never saw (e.g. 0; its classes: -1, 1)" in out
 
 
 def test_malformed_file_error_names_the_line(tmp_path, monkeypatch, capsys):

@@ -112,3 +112,35 @@ def test_multilabel_files_are_checked_like_single_label_ones(tmp_path, capsys, t
                      str(tmp_path / "m")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_evaluate_keeps_unseen_labels_and_maps_python_label_ids(files, tmp_path, capsys):
+    """Labels the model never saw are positives no prediction hits (nDCG's ideal ranking
+    counts them); a model trained in Python with label ids other than 0..L-1 is scored
+    by its labels (every score was 0: the file's ids were read as column numbers)."""
+    d, Xt, Yt, model_dir = files
+    unseen = [row + [60, 61] for row in Yt]
+    _write(tmp_path / "unseen.txt", Xt, unseen)
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(tmp_path / "unseen.txt"), "--model-dir",
+                     str(model_dir)]) == 0
+    printed = capsys.readouterr().out
+    values = dict(zip(printed.split()[3::2], map(float, printed.split()[4::2])))
+    ids, _ = load(model_dir).predict_top_k(Xt, 5)
+    Y = _indicator(unseen, num_labels=62)
+    for k in (1, 3, 5):
+        assert values["nDCG@%d" % k] == pytest.approx(ndcg_at_k(Y, ids, k), abs=1e-4)
+    X, Ytrain = _planted(1000)
+    shifted = [[label + 100 for label in row] for row in Ytrain[:800]]
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(32,), num_sampled=16, max_iter=2,
+                                       random_state=0).fit(X[:800], shifted)
+    model.zero_based_ = True  # the files below are zero-based, as X's columns
+    model.save(tmp_path / "python_model")
+    test_shifted = [[label + 100 for label in row] for row in Yt]
+    _write(tmp_path / "shifted.txt", Xt, test_shifted)
+    assert cli.main(["evaluate", str(tmp_path / "shifted.txt"), "--model-dir",
+                     str(tmp_path / "python_model")]) == 0
+    printed = capsys.readouterr().out
+    values = dict(zip(printed.split()[3::2], map(float, printed.split()[4::2])))
+    assert values["P@1"] == pytest.approx(model.score(Xt, test_shifted), abs=1e-4)
+    assert values["P@1"] > 0.3

@@ -4,7 +4,9 @@ import argparse
 
 # MXNet registers an optimizer named 'test' for its own unit tests; it is not
 # one to train with, so the command line neither offers nor accepts it.
-_INTERNAL_OPTIMIZERS = frozenset({"test"})
+# Registered optimizers that cannot train these networks: MXNet's test optimizer,
+# and contrib's GroupAdaGrad, which takes 2-D weights only (every network has biases).
+_INTERNAL_OPTIMIZERS = frozenset({"test", "groupadagrad"})
 
 
 def hidden_sizes(text):

@@ -19,7 +19,7 @@ def predict(args):
     if args.proba and not hasattr(model, "predict_proba"):
         raise InputError("--proba needs a classification model; %s holds a %s"
                          % (args.model_dir, type(model).__name__))
-    X, _ = _files.load_for_model(args.data, model)
+    X, _ = _files.load_for_model(args.data, model, check_labels=False)
     if args.proba:
         lines = (" ".join("%.6g" % p for p in row) for row in model.predict_proba(X))
     else:
@@ -38,6 +38,19 @@ def evaluate(args):
     if _multilabel.is_multilabel_model(model):
         return _multilabel.evaluate(args, model)
     X, y = _files.load_for_model(args.data, model)
+    classes = getattr(model, "classes_", None)
+    if classes is not None:
+        if classes.dtype.kind not in "iufb":
+            raise InputError("the model's classes are not numbers (e.g. %r): a LibSVM file's "
+                             "labels are, so they cannot be compared; score it in Python"
+                             % (classes[0],))
+        unseen = ~np.isin(y, classes)
+        if unseen.any():
+            print("note: %d of %d samples have labels the model never saw (e.g. %s; its "
+                  "classes: %s): they count as errors, and auc and log_loss are not defined"
+                  % (unseen.sum(), len(y), _files.format_label(y[unseen][0]),
+                     ", ".join(_files.format_label(c) for c in classes[:10])
+                     + (", ..." if len(classes) > 10 else "")))
     print("%s: %d samples  %s" % (args.data, X.shape[0], format_metrics(metrics(model, X, y))))
     return 0
 

@@ -3,6 +3,8 @@ training cannot use), the model directory (checked before training), and
 predictions (written atomically or to stdout)."""
 import math
 import os
+import re
+import stat
 import sys
 
 import numpy as np
@@ -38,18 +40,25 @@ def check_model_dir(path):
                          % (path, err.strerror or err)) from None
 
 
-def load(paths, n_features=None, zero_based="auto"):
+def load(paths, n_features=None, zero_based="auto", check_labels=True):
     """Read LibSVM files: ``(X, y, zero_based)``, the last the index base used.
 
-    Raises InputError for files without samples and for non-finite feature
-    values (naming the file and line); the parser's own errors (malformed
-    text) name the file, line and token.
+    Raises InputError for files without samples, for non-finite feature
+    values and, with ``check_labels``, labels (naming the file and line); the
+    parser's own errors (malformed text) name the file, line and token.
     """
     from ..data import load_libsvm
     for path in paths:
         check_readable(path)
-    X, y, zero_based = load_libsvm(paths if len(paths) > 1 else paths[0], num_features=n_features,
-                                   zero_based=zero_based, return_zero_based=True)
+    try:
+        X, y, zero_based = load_libsvm(paths if len(paths) > 1 else paths[0],
+                                       num_features=n_features, zero_based=zero_based,
+                                       return_zero_based=True)
+    except ValueError as err:
+        if re.search(r"invalid label '[^']*,", str(err)):
+            raise InputError("%s (a list of labels: multi-label data is read by train "
+                             "--multilabel)" % err) from None
+        raise
     names = ", ".join(map(str, paths))
     if X.shape[0] == 0:
         raise InputError("%s holds no samples" % names)
@@ -57,7 +66,7 @@ def load(paths, n_features=None, zero_based="auto"):
         raise InputError(_describe_non_finite(paths))
     y = np.asarray(y)
     # float32, the precision the network computes in: 1e39 is infinite there.
-    bad = np.flatnonzero(~np.isfinite(y.astype(np.float32)))
+    bad = np.flatnonzero(~np.isfinite(y.astype(np.float32)) & check_labels)
     if bad.size:
         from ..data import locate_row
         path, line = locate_row(paths if len(paths) > 1 else paths[0], int(bad[0]))
@@ -94,14 +103,28 @@ def _describe_non_finite(paths):
     return "%s: a feature value is not a finite number" % ", ".join(map(str, paths))
 
 
-def load_for_model(path, model):
-    """Read a file for a trained model: its width, and the index base of its training files."""
+def load_for_model(path, model, check_labels=True):
+    """Read a file for a trained model: its width, and the index base of its training files
+    (``check_labels=False`` for predictions, which do not use the labels)."""
     # 'auto' alone decides per file: a zero-based training file without
     # feature 0 reads as one-based, a test file with feature 0 as zero-based,
     # and every column would be shifted by one against the model's.
     X, y, _ = load([path], n_features=model.n_features_in_,
-                   zero_based=getattr(model, "zero_based_", "auto"))
+                   zero_based=getattr(model, "zero_based_", "auto"), check_labels=check_labels)
     return X, y
+
+
+def check_finite_weights(model, optimizer):
+    """Raise InputError, before a save, when training left a NaN or infinite weight."""
+    from ..sklearn._params import first_nonfinite_param
+    name = first_nonfinite_param(model.module_)
+    if name is None:
+        return
+    hint = ("MXNet's Adamax divides by its state u, 0 for a weight whose gradient was always "
+            "0: choose another --optimizer" if "adamax" in optimizer else
+            "the training diverged: try a smaller --lr")
+    raise InputError("training left non-finite weights in parameter %r (%s); no model was "
+                     "written" % (name, hint))
 
 
 def load_model(model_dir):
@@ -137,10 +160,24 @@ def check_output_file(path, inputs=()):
 
 
 def write_lines(path, lines):
-    """Write text lines to ``path`` atomically, or to stdout when ``path`` is '-'."""
+    """Write text lines to ``path``, or to stdout when ``path`` is '-'.
+
+    A regular file (new, or the target of a symbolic link, which stays a link)
+    is replaced atomically; anything else that exists (a FIFO, ``/dev/null``,
+    a process substitution's ``/dev/fd/N``) is written to directly, never
+    replaced by a file.
+    """
     if path == "-":
         sys.stdout.writelines(line + "\n" for line in lines)
         sys.stdout.flush()
         return
-    with atomic_file(path, "w") as f:
+    try:
+        target = os.stat(path)
+    except FileNotFoundError:
+        target = None
+    if target is not None and not stat.S_ISREG(target.st_mode):
+        with open(path, "w") as f:
+            f.writelines(line + "\n" for line in lines)
+        return
+    with atomic_file(os.path.realpath(path), "w") as f:
         f.writelines(line + "\n" for line in lines)

@@ -3,8 +3,11 @@
 
 Files are multi-label LibSVM (``3,17,204 f:v ...``) or the extreme-classification
 format (header ``num_rows num_features num_labels``); labels are integer ids. The
-model is a :class:`~gluon_sparse.sklearn.SparseMultiLabelClassifier` whose labels
-are the ids ``0 .. L-1``.
+model is a :class:`~gluon_sparse.sklearn.SparseMultiLabelClassifier`: trained
+here, its labels are the ids ``0 .. L-1``; trained in Python, any integer ids.
+Evaluation compares the model's predicted labels with the file's label ids, and
+a label the model never saw counts as a positive that no prediction hits (a
+miss for precision@k, and in the ideal ranking of nDCG@k).
 """
 import os
 import time
@@ -25,7 +28,7 @@ def is_multilabel_model(model):
     return hasattr(model, "predict_top_k") and getattr(model, "multilabel_", False)
 
 
-def _load(paths, num_features=None, num_labels=None, zero_based="auto"):
+def _load(paths, num_features=None, zero_based="auto"):
     from ..data import load_multilabel
     for path in paths:
         _files.check_readable(path)
@@ -38,29 +41,37 @@ def _load(paths, num_features=None, num_labels=None, zero_based="auto"):
         raise InputError(str(err)) from None
     if X.shape[0] == 0:
         raise InputError("%s holds no samples" % ", ".join(map(str, paths)))
-    if num_labels is not None:
-        # Labels the model never saw can never be predicted: dropped, i.e. misses.
-        Y = Y[:, :num_labels] if Y.shape[1] >= num_labels else _widen(Y, num_labels)
     return X, Y, zero_based
 
 
-def _widen(Y, num_labels):
-    import scipy.sparse as sp
-    return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], num_labels))
-
-
 def _load_for_model(path, model):
-    X, Y, _ = _load([path], num_features=model.n_features_in_, num_labels=model.n_outputs_,
+    X, Y, _ = _load([path], num_features=model.n_features_in_,
                     zero_based=getattr(model, "zero_based_", "auto"))
     return X, Y
 
 
+def _label_ids(model, labels):
+    """Predicted labels as the integer label ids of the files (a model trained in Python
+    may have other labels: they cannot be compared with a file's)."""
+    classes = np.asarray(model.classes_)
+    if classes.dtype.kind not in "iu" and not (
+            classes.dtype.kind == "f" and np.all(classes == np.floor(classes))):
+        raise InputError("the model's labels are not integer ids (e.g. %r): a multi-label "
+                         "file's labels are ids, so they cannot be compared; score it in "
+                         "Python" % (classes[0],))
+    return labels.astype(np.int64)
+
+
 def ranking_metrics(model, X, Y):
-    """``{'P@1': ..., 'P@3': ..., 'P@5': ..., 'nDCG@1': ..., ...}`` of ``model`` on ``(X, Y)``."""
+    """``{'P@1': ..., 'P@3': ..., 'P@5': ..., 'nDCG@1': ..., ...}`` of ``model`` on ``(X, Y)``.
+
+    ``Y``'s columns are label ids, all of a row's positives (those the model never saw
+    too: no prediction hits them, and nDCG's ideal ranking counts them).
+    """
     from ..nn.topk import ndcg_at_k, precision_at_k
     k = min(max(_KS), model.n_outputs_)
     labels, _ = model.predict_top_k(X, k)
-    ids = np.searchsorted(model.classes_, labels)  # classes_ are 0..L-1: ids as labels
+    ids = _label_ids(model, labels)
     values = {}
     for metric, name in ((precision_at_k, "P"), (ndcg_at_k, "nDCG")):
         for kk in _KS:
@@ -81,22 +92,29 @@ def train(args):
         raise InputError("train --multilabel needs DATA: multi-label LibSVM or XC file(s)")
     if args.test and args.validation_fraction is not None:
         raise InputError("pass --test or --validation-fraction, not both")
+    if args.task != "classification":
+        raise InputError("--multilabel trains a classifier: --task %s does not apply" % args.task)
+    if not args.hidden:
+        raise InputError("--multilabel needs a hidden layer (the sampled output layer takes "
+                         "its dense output); --hidden linear gives none")
     replacing = _files.check_model_dir(args.model_dir)
     X, Y, zero_based = _load(args.data, zero_based=args.zero_based)
     _files.check_has_features(X, args.data)
     print("data: %s: %d samples x %d features, %d labels (%.2f a sample)"
           % (", ".join(args.data), X.shape[0], X.shape[1], Y.shape[1], Y.nnz / X.shape[0]))
     if args.test:
-        X_test, Y_test, _ = _load([args.test], num_features=X.shape[1], num_labels=Y.shape[1],
-                                  zero_based=zero_based)
+        X_test, Y_test, _ = _load([args.test], num_features=X.shape[1], zero_based=zero_based)
     else:
         fraction = 0.2 if args.validation_fraction is None else args.validation_fraction
         order = np.random.default_rng(args.seed).permutation(X.shape[0])
         n_test = int(round(fraction * X.shape[0]))
+        if n_test >= X.shape[0]:
+            raise InputError("--validation-fraction %g of %d samples leaves none to train on"
+                             % (fraction, X.shape[0]))
         X_test, Y_test = (X[order[:n_test]], Y[order[:n_test]]) if n_test else (None, None)
         X, Y = X[order[n_test:]], Y[order[n_test:]]
     model = SparseMultiLabelClassifier(
-        hidden_layer_sizes=args.hidden or (256,), num_sampled=args.num_sampled,
+        hidden_layer_sizes=args.hidden, num_sampled=args.num_sampled,
         batch_size=min(args.batch_size, X.shape[0]), learning_rate_init=args.lr,
         alpha=args.alpha, optimizer=args.optimizer, ctx=args.ctx, random_state=args.seed)
     print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d"
@@ -115,6 +133,7 @@ def train(args):
         print("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs, _format(values),
                                              time.perf_counter() - epoch_start))
     model.zero_based_ = zero_based
+    _files.check_finite_weights(model, args.optimizer)
     model.save(args.model_dir)
     print("summary: %d epochs in %.1f s; %s; model written to %s"
           % (args.epochs, time.perf_counter() - start, _format(values),

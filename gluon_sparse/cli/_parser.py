@@ -95,7 +95,9 @@ def build_parser():
 
     predict = commands.add_parser("predict", help="write one prediction a line",
                                   description="Predict with a trained model; one line per sample.")
-    predict.add_argument("data", metavar="DATA", help="LibSVM file (labels are ignored)")
+    predict.add_argument("data", metavar="DATA",
+                         help="LibSVM file (each line starts with a label, any number, e.g. 0 "
+                              "or nan: it is not used)")
     predict.add_argument("--model-dir", required=True, help="directory written by train")
     predict.add_argument("--out", required=True, help="output file ('-' for stdout)")
     predict.add_argument("--proba", action="store_true",

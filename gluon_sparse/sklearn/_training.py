@@ -58,12 +58,16 @@ def raise_if_diverged(estimator, module, always):
     if not always and np.isfinite(estimator.loss_):
         return
     name = first_nonfinite_param(module)
-    if name is not None:
-        raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
-                         "epochs: the training diverged. Try a smaller learning_rate_init "
-                         "(now %g), or scale the input and targets"
-                         % (type(estimator).__name__, name, estimator.n_iter_,
-                            estimator.learning_rate_init))
+    if name is None:
+        return
+    if "adamax" in str(estimator.optimizer).lower():
+        cause = ("Adamax divides by its state u, which stays 0 for a weight whose gradient "
+                 "is always 0 (MXNet's Adamax has no epsilon): choose another optimizer")
+    else:
+        cause = ("the training diverged. Try a smaller learning_rate_init (now %g), or scale "
+                 "the input and targets" % estimator.learning_rate_init)
+    raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
+                     "epochs: %s" % (type(estimator).__name__, name, estimator.n_iter_, cause))
 
 
 class TrainingMixin:
