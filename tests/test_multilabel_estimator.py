@@ -196,6 +196,10 @@ def test_targets_it_cannot_learn_are_named(data):
         SparseMultiLabelClassifier(**FAST).fit(X, sp.csr_matrix((20, 4)))
     with pytest.raises(ValueError, match=r"labels must be numbers or strings; got the tuple"):
         SparseMultiLabelClassifier(**FAST).fit(X, [[("a", 1)]] * 20)
+    with pytest.raises(ValueError, match=r"labels must be numbers or strings; got the tuple"):
+        SparseMultiLabelClassifier(**FAST).fit(X, [[1, (2, 3)]] * 20)
+    with pytest.raises(ValueError, match=r"all numbers or all strings; .* int, str"):
+        SparseMultiLabelClassifier(**FAST).fit(X, [[1, "a"]] * 20)
     with pytest.raises(ValueError, match="leave none to train on"):
         SparseMultiLabelClassifier(**dict(FAST, early_stopping=True, validation_fraction=0.99)
                                    ).fit(X, Y[:20])

@@ -210,6 +210,21 @@ def test_architecture_changed_after_fit_predicts_alike_live_and_unpickled():
             estimator.predict(X)
 
 
+def test_early_stopping_switched_on_for_a_warm_started_fit():
+    """validation_scores_ was None from the first fit; the second failed on it (as
+    scikit-learn 1.7's MLPClassifier still does)."""
+    X, y = sparse_blobs()
+    clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, warm_start=True,
+                              random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(X, y)
+        assert clf.validation_scores_ is None
+        clf.set_params(early_stopping=True).fit(X, y)
+    assert len(clf.validation_scores_) == clf.n_iter_ - 3 > 0
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+
+
 def test_prediction_input_wider_than_model_is_rejected(tmp_path):
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
     wide = tmp_path / "wide.svm"

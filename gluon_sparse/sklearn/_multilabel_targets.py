@@ -88,8 +88,14 @@ class MultiLabelTargetsMixin:
             check_classification_targets(y)  # continuous, NaN and inf targets are refused
         rows = [list(labels) for labels in y] if multilabel else [[label] for label in y]
         if first_pass:
-            binarizer = MultiLabelBinarizer(sparse_output=True).fit(
-                rows if classes is None else [list(classes)])
+            source = rows if classes is None else [list(classes)]
+            try:
+                binarizer = MultiLabelBinarizer(sparse_output=True).fit(source)
+            except TypeError:  # the labels cannot be sorted together
+                _check_scalar_labels(label for row in source for label in row)
+                kinds = sorted({type(label).__name__ for row in source for label in row})
+                raise ValueError("labels must be all numbers or all strings; got labels of "
+                                 "the types %s" % ", ".join(kinds)) from None
             if not len(binarizer.classes_):
                 raise ValueError(_NO_LABELS)
             _check_scalar_labels(binarizer.classes_)

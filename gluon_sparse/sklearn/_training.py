@@ -133,6 +133,13 @@ class TrainingMixin:
                 "validation_scores_": [] if self.early_stopping else None,
                 "best_validation_score_": -np.inf if self.early_stopping else None}
 
+    def _start_validation_record(self):
+        """Early stopping switched on for a warm-started fit whose first fit had none:
+        start its validation record (it was None, and the first epoch failed on it)."""
+        if self.validation_scores_ is None:
+            self.validation_scores_ = []
+            self.best_validation_score_ = -np.inf
+
     def _new_module(self, n_outputs):
         # Same random_state -> same seed -> same initial weights. The seed is
         # kept: a saved model leaves the rows still at their initial values to it.
@@ -154,6 +161,7 @@ class TrainingMixin:
     def _fit_stochastic(self, X, targets, sample_weight, incremental):
         early_stopping = self.early_stopping and not incremental
         if early_stopping:
+            self._start_validation_record()
             X, X_val, targets, targets_val, sample_weight, sample_weight_val = self._split_validation(
                 X, targets, sample_weight)
         n_samples = X.shape[0]

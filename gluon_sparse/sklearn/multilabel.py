@@ -248,6 +248,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     def _train(self, X, Y, sample_weight, incremental):
         X_val = Y_val = None
         if self.early_stopping and not incremental:
+            self._start_validation_record()
             order = self._random_state.permutation(X.shape[0])
             n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
             if n_val >= X.shape[0]:
