@@ -454,3 +454,10 @@ def test_the_callers_label_matrix_is_left_as_given():
     fresh.initialize()
     fresh.weight.set_data(layer.weight.data())
     np.testing.assert_array_equal(fresh(h, canonical).asnumpy(), first)
+
+
+def test_an_empty_batch_is_named():
+    layer = SampledOutput(10, in_units=3, num_sampled=4, sampler="uniform", seed=0)
+    layer.initialize()
+    with pytest.raises(ValueError, match=r"the batch has no rows \(h has shape \(0, 3\)\)"):
+        layer(mx.nd.array(np.zeros((0, 3), np.float32)), np.zeros(0, np.int64))

@@ -366,6 +366,10 @@ class SampledOutput(HybridBlock):
             return super().forward(h, labels, *args)
         self._check_input(h)
         batch = h.shape[0]
+        if batch == 0:
+            # MXNet cannot infer shapes with a 0 dimension; its error named none of this.
+            raise ValueError("%s: the batch has no rows (h has shape %s): skip empty batches"
+                             % (self.name, tuple(h.shape)))
         ids, correction, rows, cols, counts = self._draw(labels, batch)
         dtype = np.dtype(self.weight.dtype)
         if self._loss == "softmax" and rows.size == batch and np.all(counts == 1):
