@@ -187,11 +187,14 @@ class SparseRuleMixin(abc.ABC):
 
     # ------------------------------------------------------------------ states
     def create_state(self, index, weight):
-        """A deferred state if ``deferred`` and deferral applies, else MXNet's own state."""
+        """A deferred state if ``deferred`` and deferral applies, else MXNet's own state
+        (dense for a row_sparse weight: see :meth:`_update_row_sparse_weight`)."""
         if self.deferred:
             state = _family_state.create_state(self, self._rule(), index, weight)
             if state is not None:
                 return state
+        if self._updates_row_sparse_weight(weight):
+            weight = mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype)
         return super().create_state(index, weight)
 
     def flush(self):
@@ -204,6 +207,26 @@ class SparseRuleMixin(abc.ABC):
                 and weight.stype == "default" and np.dtype(weight.dtype) in _OP_DTYPES
                 # The operators read the indices as int64, MXNet's default.
                 and np.dtype(grad._aux_type(0)) == np.int64)
+
+    def _updates_row_sparse_weight(self, weight):
+        return (weight.stype == "row_sparse" and not getattr(self, "lazy_update", False)
+                and np.dtype(weight.dtype) in _OP_DTYPES)
+
+    def _update_row_sparse_weight(self, index, weight, grad, state):
+        """One standard step of a row_sparse weight that holds every row: a kvstore's copy
+        of a row_sparse-weight layer's weight (``FullyConnectedSparseRowSparseWeight``,
+        ``SampledOutputRowSparseWeight``; on the parameter servers too).
+
+        MXNet's own row_sparse updates are lazy for FTRL and NAG and missing for AdaGrad
+        with ``wd > 0`` (its error was swallowed by the kvstore's updater: the weight
+        never moved), so the weight is stepped as a dense array, as on one device, with
+        dense states, and stored back with every row (an eager step: O(rows x columns)).
+        """
+        dense = weight.tostype("default")
+        self.update(index, dense, grad, state)
+        rows = mx.nd.arange(dense.shape[0], ctx=dense.context, dtype=np.int64)
+        mx.nd.sparse.row_sparse_array((dense, rows), shape=dense.shape,
+                                      ctx=dense.context).copyto(weight)
 
     def update(self, index, weight, grad, state):
         """Apply one step to ``weight`` and ``state`` in place (routed as the class docstring says).
@@ -222,6 +245,9 @@ class SparseRuleMixin(abc.ABC):
         rule = self._rule()
         if isinstance(state, _family_state.DeferredRuleState):
             _family_state.update(self, rule, index, weight, grad, state)
+            return
+        if self._updates_row_sparse_weight(weight) and grad.stype == "row_sparse":
+            self._update_row_sparse_weight(index, weight, grad, state)
             return
         if not self._uses_operator(weight, grad):
             super().update(index, weight, grad, state)
