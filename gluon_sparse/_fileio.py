@@ -28,6 +28,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 try:
@@ -106,7 +107,8 @@ def atomic_file(path, mode="w", **open_kwargs):
     ------
     file object
         Write the whole content to it. On an exception the temporary file is
-        removed and ``path`` is left as it was.
+        removed and ``path`` is left as it was. A file replaced keeps its
+        permission bits; a new one gets those ``open`` would give it.
     """
     if mode not in ("w", "wb"):
         raise ValueError("atomic_file writes whole files: mode must be 'w' or 'wb', not %r"
@@ -119,7 +121,11 @@ def atomic_file(path, mode="w", **open_kwargs):
     handle, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-",
                                    dir=directory)
     try:
-        _publish_mode(tmp)
+        try:
+            # A file replaced keeps its permission bits (a 0640 file stays 0640).
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        except FileNotFoundError:
+            _publish_mode(tmp)
         with os.fdopen(handle, mode, **open_kwargs) as f:
             yield f
             f.flush()

@@ -210,6 +210,20 @@ def test_predict_ignores_labels_and_keeps_links_and_devices(trained, tmp_path, c
     assert not os.path.isfile(os.devnull)
 
 
+def test_predict_out_dev_stdout_appends_to_a_redirected_log(trained, tmp_path):
+    """--out /dev/stdout with stdout appended to a log: the log keeps its lines (the file
+    behind /dev/stdout was replaced by rename, and its earlier lines lost)."""
+    log = tmp_path / "log.txt"
+    log.write_text("earlier line\n")
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, "-m", "gluon_sparse", "predict", HEART_SCALE,
+                        "--model-dir", str(trained), "--out", "/dev/stdout"], stdout=out,
+                       check=True, timeout=300)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "earlier line" and len(lines) == 271
+    assert set(lines[1:]) <= {"-1", "1"}
+
+
 def test_evaluate_names_labels_the_model_never_saw(trained, tmp_path, capsys):
     relabelled = tmp_path / "zero_one.svm"
     relabelled.write_text(open(HEART_SCALE).read().replace("-1 ", "0 "))

@@ -39,6 +39,15 @@ def test_atomic_file_gives_the_mode_open_would_give(tmp_path, umask_027):
     assert _mode(tmp_path / "out.bin") == _mode(tmp_path / "plain.bin") == 0o640
 
 
+def test_atomic_file_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "shared.txt"
+    path.write_text("old")
+    os.chmod(path, 0o604)
+    with _fileio.atomic_file(path, "w") as f:
+        f.write("new")
+    assert path.read_text() == "new" and _mode(path) == 0o604
+
+
 def test_versioned_directory_gives_the_modes_mkdir_would_give(tmp_path, umask_027):
     def write(directory):
         with open(os.path.join(directory, "a.txt"), "w") as f:

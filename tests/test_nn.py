@@ -344,3 +344,40 @@ def test_dense_weight_gradient_path_refuses_a_bad_csr(indices, indptr, message):
                                 shape=(2, 50))
     with pytest.raises(ValueError, match=message):
         layer(x)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_dense_gradient_path_sums_a_repeated_column(hybridize):
+    """weight_grad_stype='default' (MXNet's sparse.dot): a row listing column 5 twice has
+    the gradient of their sum (MXNet's imperative backward assigned one of them)."""
+    layer = FullyConnectedSparse(2, in_units=10, weight_grad_stype="default")
+    layer.initialize()
+    if hybridize:
+        layer.hybridize()
+    x = mx.nd.sparse.csr_matrix((np.array([1.0, 2.0, 4.0], np.float32), np.array([5, 5, 3]),
+                                 np.array([0, 3])), shape=(1, 10))
+    grads_of(layer, x)
+    grad = layer.weight.grad().asnumpy()
+    np.testing.assert_array_equal(grad[[3, 5, 7]], [[4.0, 4.0], [3.0, 3.0], [0.0, 0.0]])
+
+
+class _ScaledInput(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.fc = FullyConnectedSparse(3, in_units=50)
+
+    def hybrid_forward(self, F, x):
+        return self.fc(x * 0.5)
+
+
+def test_input_computed_from_data_alone_keeps_the_sparse_path():
+    """In a hybridized parent, an input computed from the data alone (x * 0.5) needs no
+    gradient: no dense input-gradient term (it made every step dense, 70x slower)."""
+    net = _ScaledInput()
+    net.initialize()
+    net.hybridize()
+    x = to_mx(random_csr(4, 50, 0.1, seed=5))
+    grads_of(net, x)
+    assert net.fc._traced_input_grad is False
+    assert net.fc.weight.grad().stype == "row_sparse"

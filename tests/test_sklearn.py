@@ -225,6 +225,34 @@ def test_early_stopping_switched_on_for_a_warm_started_fit():
     assert clf.best_validation_score_ == max(clf.validation_scores_)
 
 
+class MaskedLinear(mx.gluon.HybridBlock):
+    """A linear model whose last class is masked out by a constant logit of -inf."""
+
+    def __init__(self, n_outputs):
+        super().__init__()
+        with self.name_scope():
+            self.fc = FullyConnectedSparse(n_outputs)
+            mask = np.zeros((1, n_outputs), np.float32)
+            mask[0, -1] = -np.inf
+            self.mask = self.params.get_constant("mask", mx.nd.array(mask))
+
+    def hybrid_forward(self, F, x, mask):
+        return F.broadcast_add(self.fc(x), mask)
+
+
+def test_an_untrained_constant_of_inf_is_not_a_divergence():
+    """The finite-weights check reads trained parameters only (a mask of -inf is legitimate,
+    and makes the loss of the masked class's rows infinite)."""
+    rng = np.random.RandomState(0)
+    X = sp.random(200, 30, density=0.2, format="csr", random_state=rng)
+    y = rng.randint(0, 3, size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = SparseNetClassifier(module=MaskedLinear, max_iter=3, random_state=0).fit(X, y)
+    assert not np.isfinite(clf.loss_)
+    assert set(clf.predict(X)) <= {0, 1}
+
+
 def test_prediction_input_wider_than_model_is_rejected(tmp_path):
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
     wide = tmp_path / "wide.svm"

@@ -25,8 +25,7 @@ def predict(args):
     else:
         lines = (_files.format_label(value) if np.ndim(value) == 0
                  else " ".join("%.6g" % v for v in value) for value in model.predict(X))
-    _files.write_lines(args.out, lines)
-    if args.out != "-":
+    if not _files.write_lines(args.out, lines):
         print("%d predictions written to %s" % (X.shape[0], args.out))
     return 0
 
@@ -47,7 +46,8 @@ def evaluate(args):
         unseen = ~np.isin(y, classes)
         if unseen.any():
             print("note: %d of %d samples have labels the model never saw (e.g. %s; its "
-                  "classes: %s): they count as errors, and auc and log_loss are not defined"
+                  "classes: %s): they count as errors in accuracy, auc leaves them out and "
+                  "log_loss is not defined"
                   % (unseen.sum(), len(y), _files.format_label(y[unseen][0]),
                      ", ".join(_files.format_label(c) for c in classes[:10])
                      + (", ..." if len(classes) > 10 else "")))

@@ -159,25 +159,35 @@ def check_output_file(path, inputs=()):
                              "another output file" % (path, source))
 
 
+def _is_stdout(target):
+    try:
+        return os.path.samestat(target, os.fstat(sys.stdout.fileno()))
+    except (AttributeError, OSError, ValueError):  # no real stdout (captured, closed)
+        return False
+
+
 def write_lines(path, lines):
     """Write text lines to ``path``, or to stdout when ``path`` is '-'.
 
     A regular file (new, or the target of a symbolic link, which stays a link)
-    is replaced atomically; anything else that exists (a FIFO, ``/dev/null``,
+    is replaced atomically, with its permission bits; the file this process's
+    stdout goes to (``/dev/stdout``, or the log that ``>>`` appends to) is
+    written through stdout; anything else that exists (a FIFO, ``/dev/null``,
     a process substitution's ``/dev/fd/N``) is written to directly, never
     replaced by a file.
     """
-    if path == "-":
-        sys.stdout.writelines(line + "\n" for line in lines)
-        sys.stdout.flush()
-        return
     try:
-        target = os.stat(path)
+        target = os.stat(path) if path != "-" else None
     except FileNotFoundError:
         target = None
+    if path == "-" or (target is not None and _is_stdout(target)):
+        sys.stdout.writelines(line + "\n" for line in lines)
+        sys.stdout.flush()
+        return True
     if target is not None and not stat.S_ISREG(target.st_mode):
         with open(path, "w") as f:
             f.writelines(line + "\n" for line in lines)
-        return
+        return False
     with atomic_file(os.path.realpath(path), "w") as f:
         f.writelines(line + "\n" for line in lines)
+    return False

@@ -157,8 +157,7 @@ def predict_top_k(args, model):
     lines = (" ".join("%s:%.6g" % (_files.format_label(label), score)
                       for label, score in zip(row_labels, row_scores))
              for row_labels, row_scores in zip(labels, scores))
-    _files.write_lines(args.out, lines)
-    if args.out != "-":
+    if not _files.write_lines(args.out, lines):
         print("%d predictions written to %s" % (X.shape[0], args.out))
     return 0
 

@@ -58,6 +58,16 @@ def _needs_input_grad(x):
         return False
 
 
+def _depends_on_parameters(symbol):
+    """Whether ``symbol`` is computed from a Gluon Parameter (its variables carry
+    ``__lr_mult__``; a hybridized block's data inputs are plain variables)."""
+    if symbol.get_children() is None:
+        return False  # a variable: the parent's input, data
+    arguments = set(symbol.list_arguments())
+    return any("__lr_mult__" in attrs for name, attrs in symbol.attr_dict().items()
+               if name in arguments)
+
+
 def _refuse_add_in_parent_graph(layer, param, req):
     layer = layer()
     if (req == "add" and layer is not None and layer._in_parent_graph
@@ -152,8 +162,6 @@ class _SparseInputBlock(HybridBlock):
                 # The operator library reads CSR index arrays as int64, MXNet's default.
                 raise TypeError("%s expects a CSR batch with int64 indptr and indices, got %s "
                                 "(shape %s)" % (name, "/".join(map(str, aux_types)), tuple(x.shape)))
-            if any(p._grad_stype != "row_sparse" for p in self._feature_params()):
-                checked_csr(x, name)  # MXNet's sparse.dot serves it, unchecked
         self._check_grad_req()
 
     def forward(self, x, *args):
@@ -169,6 +177,11 @@ class _SparseInputBlock(HybridBlock):
                     param._finish_deferred_init()
             if x.shape[0] == 0:
                 return self._empty_output(x)
+            if x.stype == "csr" and any(p._grad_stype != "row_sparse"
+                                        for p in self._feature_params()):
+                # MXNet's sparse.dot serves it, unchecked, and its imperative backward
+                # assigns a repeated column's entries instead of adding them.
+                x = checked_csr(x, self.__class__.__name__, canonical=True)
             self._input_grad = _needs_input_grad(x)
             if self._cached_graph and self._traced_input_grad != self._input_grad:
                 self._clear_cached_op()  # the graph was traced for the other kind of input
@@ -181,8 +194,10 @@ class _SparseInputBlock(HybridBlock):
     def _differentiates_input(self, F, x):
         """Whether this graph must pass a gradient to ``x`` (see :meth:`_input_gradient`):
         an NDArray input that needs one, or, traced in a hybridized parent, an input
-        that other operators compute."""
-        differentiate = self._input_grad or (F is mx.sym and x.get_children() is not None)
+        computed from parameters (a layer before this one). An input computed from the
+        parent's data alone (``x * 0.5``) needs none: the term would make every step
+        dense."""
+        differentiate = self._input_grad or (F is mx.sym and _depends_on_parameters(x))
         self._traced_input_grad = differentiate
         return differentiate
 

@@ -84,6 +84,10 @@ class ClassOutputMixin:
     def _is_sampled(self):
         return bool(getattr(self, "sampled_output_", False))
 
+    def _architecture(self):
+        # A sampled output layer draws num_sampled negatives as built.
+        return super()._architecture() + ((self.num_sampled,) if self._is_sampled() else ())
+
     # ------------------------------------------------------------------ fit hooks
     def _encode_targets(self, y, first_pass, classes):
         encoded, n_outputs = super()._encode_targets(y, first_pass, classes)

@@ -60,12 +60,17 @@ def set_module_params(module, arrays, ctx):
 
 
 def first_nonfinite_param(module):
-    """Structural name of the first parameter holding a NaN or an infinity, or None.
+    """Structural name of the first trained parameter holding a NaN or an infinity, or None.
 
-    Reads each parameter (deferred rows brought up to date) a block of rows at
-    a time, so that the check never holds a second copy of a wide layer.
+    Parameters with ``grad_req='null'`` (constants such as a mask of ``-inf``)
+    are not trained and not checked. Reads each parameter (deferred rows brought
+    up to date) a block of rows at a time, so that the check never holds a
+    second copy of a wide layer.
     """
+    params = module._collect_params_with_prefix()
     for name, array in module_param_ndarrays(module).items():
+        if params[name].grad_req == "null":
+            continue
         rows = array.shape[0] if array.ndim > 1 else 1
         for start in range(0, rows, _CHECK_BLOCK_ROWS):
             block = array[start:start + _CHECK_BLOCK_ROWS] if array.ndim > 1 else array

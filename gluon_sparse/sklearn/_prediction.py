@@ -31,7 +31,8 @@ class PredictionMixin:
 
     def _architecture(self):
         """The hyper-parameters that the network's structure and function depend on
-        (``hidden_layer_sizes``, ``activation``, ``module``), normalised for comparison."""
+        (``hidden_layer_sizes``, ``activation``, ``module``, a sampled output layer's
+        ``num_sampled``), normalised for comparison."""
         return ()
 
     def _get_module(self):

@@ -168,7 +168,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
 
     # ------------------------------------------------------------------ network
     def _architecture(self):
-        return tuple(self._hidden_sizes()), self.activation
+        # The output layer draws its negatives as built: a change rebuilds it too.
+        return (tuple(self._hidden_sizes()), self.activation, self.num_sampled, self.sampler,
+                self.output_loss)
 
     def _hidden_sizes(self):
         sizes = self.hidden_layer_sizes
