@@ -148,7 +148,7 @@ class DamagedFile(ValueError):
     """A parameter file whose contents contradict themselves (not a mismatch with the net)."""
 
 
-def expand_param_arrays(loaded, left_out, initial_rows, params_path):
+def expand_param_arrays(loaded, left_out, initial_rows, params_path, row_sparse_params=()):
     """Whole numpy arrays from what :func:`compact_param_arrays` saved.
 
     Parameters
@@ -163,6 +163,9 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path):
         are skipped).
     params_path : str
         For messages.
+    row_sparse_params : collection of str
+        Parameters that are row_sparse themselves (a row_sparse-weight layer's):
+        stored whole, as a row_sparse array, unless ``left_out`` names them.
 
     Returns
     -------
@@ -173,7 +176,8 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path):
     ValueError
         If a left-out parameter cannot be regenerated as it was at save time.
     """
-    sparse = {name: stored for name, stored in loaded.items() if stored.stype == "row_sparse"}
+    sparse = {name: stored for name, stored in loaded.items() if stored.stype == "row_sparse"
+              and (name in left_out or name not in row_sparse_params)}
     for name in sparse:
         if name not in left_out:
             raise ValueError("%s stores only some rows of %r and does not say where the others "

@@ -263,3 +263,44 @@ def test_loading_into_a_net_trained_with_deferred_adam_continues_like_standard_a
     from gluon_sparse.optimizer import flush
     flush(trainers[1])
     _assert_same(nets[1], nets[0])
+
+
+@pytest.mark.parametrize("kind", ["compact", "plain"])
+def test_a_row_sparse_weight_layer_round_trips(tmp_path, kind):
+    """FullyConnectedSparseRowSparseWeight's weight is row_sparse itself: stored whole, it
+    was refused at load as a compacted weight whose left-out rows were not described."""
+    from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
+
+    def make():
+        net = gluon.nn.Sequential()
+        net.add(FullyConnectedSparseRowSparseWeight(8, in_units=5000),
+                gluon.nn.Dense(2, in_units=8))
+        mx.random.seed(1)
+        net.initialize(mx.init.Xavier())
+        return net
+
+    def weights(net):
+        gluon.Trainer(net.collect_params(), "sgd", kvstore="local")
+        first = net[0].weight.row_sparse_data(mx.nd.arange(5000)).asnumpy()
+        return [first] + [p.data().asnumpy() for p in net[1].collect_params().values()]
+
+    net = make()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1},
+                            kvstore="local")
+    x = mx.nd.sparse.csr_matrix((np.ones(4, np.float32), np.array([1, 7, 9, 11]),
+                                 np.array([0, 2, 4])), shape=(2, 5000))
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), mx.nd.array([0, 1]))
+    loss.backward()
+    trainer.step(2)
+    path = str(tmp_path / "net.params")
+    if kind == "compact":
+        save_compact_parameters(net, path, initial=make)
+    else:
+        net.save_parameters(path)
+    expected = [net[0].weight.row_sparse_data(mx.nd.arange(5000)).asnumpy()] + [
+        p.data().asnumpy() for p in net[1].collect_params().values()]
+    restored = make()
+    load_compact_parameters(restored, path)
+    for got, want in zip(weights(restored), expected):
+        np.testing.assert_array_equal(got, want)

@@ -157,6 +157,20 @@ def test_timeout_stops_everything_with_code_124(caplog):
     assert any("timed out after 1 s" in r.getMessage() for r in caplog.records)
 
 
+def test_a_worker_that_leaves_long_before_the_others_is_named(caplog):
+    """Workers of a dist_* job leave together; one that left early (it never joined the
+    kvstore) leaves the others waiting for it, which the launcher now says."""
+    script = ("import os, time\n"
+              "if os.environ['DMLC_WORKER_ID'] == '0':\n"
+              "    time.sleep(4)\n")
+    code, _ = run_launcher(["-n", "2", "--grace-period", "1", "--", PYTHON, "-c", script])
+    assert code == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("worker 1 finished 1 s ago while other workers still run")
+               for m in messages)
+    assert any("did a worker train with another kvstore?" in m for m in messages)
+
+
 def test_missing_command_is_reported():
     code, _ = run_launcher(["-n", "1", "--grace-period", "1", "--",
                             "/nonexistent/gluon-sparse-worker"])

@@ -17,9 +17,10 @@ cannot reach:
   ``done`` (the launcher died), the watchdog kills every group it was told of,
   which reaches the grandchildren in those groups, then exits.
 
-Only a process that leaves its group (``setsid``) and whose parent is not one
-of the launcher's children escapes both; remote (ssh) processes get the
-hang-up of their connection, as before. This file runs as the watchdog's
+A process that leaves its group (``setsid``, ``start_new_session=True``)
+escapes both, unless it is one of the launcher's own children: a worker's
+child that starts its own session runs on after the launcher is killed.
+Remote (ssh) processes get the hang-up of their connection, as before. This file runs as the watchdog's
 script by path (``python -S _lifeline.py``): it imports only the standard
 library, so the watchdog starts in milliseconds and imports neither MXNet nor
 gluon-sparse.

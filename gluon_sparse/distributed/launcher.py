@@ -218,7 +218,8 @@ def _supervise(job, timeout, grace_period):
     """Wait for the job's end; return the launcher's exit code."""
     start = time.monotonic()
     workers = [i for i, proc in enumerate(job.processes) if proc.role == "worker"]
-    workers_done_at = None
+    workers_done_at = first_worker_done_at = None
+    warned_early_exit = False
     while True:
         codes = job.returncodes()
         for proc, popen, code in zip(job.processes, job.popens, codes):
@@ -231,6 +232,17 @@ def _supervise(job, timeout, grace_period):
         if all(code == 0 for code in codes):
             return 0
         now = time.monotonic()
+        finished = [job.processes[i].name for i in workers if codes[i] == 0]
+        if finished and len(finished) < len(workers):
+            # Workers of a dist_* job leave together (ps-lite's finalize is a barrier).
+            # One that left long before the others never joined the kvstore, or left
+            # it early, and the rest wait for it in their next push or pull.
+            first_worker_done_at = first_worker_done_at or now
+            if now - first_worker_done_at > grace_period and not warned_early_exit:
+                logger.warning("%s finished %g s ago while other workers still run; if they "
+                               "wait for it in the kvstore, the job hangs (--timeout ends it)",
+                               ", ".join(finished), grace_period)
+                warned_early_exit = True
         if all(codes[i] == 0 for i in workers):
             # Servers and the scheduler exit by themselves once every worker
             # has shut its kvstore down; do not wait for them forever.
@@ -238,7 +250,9 @@ def _supervise(job, timeout, grace_period):
             if now - workers_done_at > grace_period:
                 left = [p.name for p, c in zip(job.processes, codes) if c is None]
                 logger.warning("all workers finished but %s did not exit within %g s; "
-                               "stopping them", ", ".join(left), grace_period)
+                               "stopping them (they exit once every worker has created a "
+                               "dist_* kvstore and shut it down: did a worker train with "
+                               "another kvstore?)", ", ".join(left), grace_period)
                 return 0
         if timeout is not None and now - start > timeout:
             left = [p.name for p, c in zip(job.processes, codes) if c is None]

@@ -182,13 +182,15 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
     # the optimizer then continues from the loaded values as standard Adam would.
     params = _dense_params(net)
     _check_fits(params, loaded, filename)
-    if any(loaded[name].stype == "row_sparse" for name in loaded):
+    if left_out:
         start = params if initial is None else _dense_params(_block_of(initial, "initial"))
         initial_rows = lambda: _initial_rows(start, left_out)  # noqa: E731 -- lazy, once
     else:
         initial_rows = lambda: iter(())  # noqa: E731
     try:
-        arrays = _compact.expand_param_arrays(loaded, left_out, initial_rows, filename)
+        arrays = _compact.expand_param_arrays(
+            loaded, left_out, initial_rows, filename,
+            row_sparse_params={name for name, p in params.items() if p._stype == "row_sparse"})
     except _compact.DamagedFile:
         raise
     except ValueError as err:
