@@ -25,6 +25,7 @@ removes what crashed saves left (``.tmp-*``, versions never named) and every
 version older than the previous one.
 """
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -36,7 +37,7 @@ try:
 except ImportError:  # not POSIX: saves of one directory must then not overlap
     fcntl = None
 
-__all__ = ["atomic_file", "fsync_directory", "write_versioned_directory",
+__all__ = ["atomic_file", "fsync_directory", "save_ndarrays", "write_versioned_directory",
            "read_versioned_directory", "versioned_directory_state", "POINTER_FILE"]
 
 POINTER_FILE = "CURRENT"
@@ -88,6 +89,22 @@ def fsync_directory(directory):
         pass
     finally:
         os.close(fd)
+
+
+def save_ndarrays(path, arrays):
+    """``mx.nd.save(path, arrays)``, with a failed write an OSError naming the file.
+
+    MXNet reports a short write (a full disk) as a C++ check failure that names
+    neither the file nor the cause.
+    """
+    import mxnet as mx
+    try:
+        mx.nd.save(path, arrays)
+    except mx.base.MXNetError as err:
+        if "Write incomplete" not in str(err):
+            raise
+        raise OSError(errno.ENOSPC, "could not write %s: the write was cut short (is the "
+                      "disk full?)" % path) from None
 
 
 @contextlib.contextmanager

@@ -60,3 +60,17 @@ def test_versioned_directory_gives_the_modes_mkdir_would_give(tmp_path, umask_02
         assert _mode(os.path.join(version, "a.txt")) == 0o640
         assert _mode(model / _fileio.POINTER_FILE) == 0o640
     assert _mode(model) == 0o750
+
+
+def test_a_short_write_of_ndarrays_names_the_file(tmp_path, monkeypatch):
+    """MXNet reports a full disk as 'Check failed: ... FileStream.Write incomplete'."""
+    import errno
+    import mxnet as mx
+
+    def full_disk(path, arrays):
+        raise mx.base.MXNetError("Check failed: std::fwrite(ptr, 1, size, fp_) == size: "
+                                 "FileStream.Write incomplete")
+    monkeypatch.setattr(mx.nd, "save", full_disk)
+    with pytest.raises(OSError, match="could not write .*net.params: .*disk full") as caught:
+        _fileio.save_ndarrays(str(tmp_path / "net.params"), {"a": mx.nd.ones((2,))})
+    assert caught.value.errno == errno.ENOSPC

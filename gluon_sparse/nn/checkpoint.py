@@ -104,7 +104,7 @@ def save_compact_parameters(net, filename, initial):
     scratch = tempfile.mkdtemp(prefix="." + os.path.basename(filename) + ".tmp-",
                                dir=os.path.dirname(filename))
     try:
-        mx.nd.save(os.path.join(scratch, "params"), to_save)
+        _fileio.save_ndarrays(os.path.join(scratch, "params"), to_save)
         with open(os.path.join(scratch, "params"), "rb") as source, \
                 _fileio.atomic_file(filename, "wb") as target:
             shutil.copyfileobj(source, target, 1 << 20)

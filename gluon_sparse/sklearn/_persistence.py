@@ -100,7 +100,7 @@ def save(estimator, path):
     meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
 
     def write(directory):
-        mx.nd.save(os.path.join(directory, PARAMS_FILE), to_save)
+        _fileio.save_ndarrays(os.path.join(directory, PARAMS_FILE), to_save)
         with open(os.path.join(directory, META_FILE), "w") as f:
             json.dump(meta, f, indent=1, default=float)
 
