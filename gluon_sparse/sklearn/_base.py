@@ -61,8 +61,12 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         :mod:`gluon_sparse._compact`). This default runs MXNet's initializers: the ones
         the block's parameters name, Glorot uniform for the others.
         """
-        # MXNet's initializers are deterministic given the context's seed.
-        mx.random.seed(seed, ctx=ctx)
+        # MXNet's initializers are deterministic given the seed. MXNet 1.9's
+        # Parameter.initialize draws on the CPU and copies to ctx: seed the CPU's
+        # generator (and ctx's, for initializers that draw there).
+        mx.random.seed(seed, ctx=mx.cpu())
+        if ctx.device_type != "cpu":
+            mx.random.seed(seed, ctx=ctx)
         module.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3),
                           ctx=ctx)
 
