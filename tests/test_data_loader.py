@@ -199,13 +199,15 @@ def test_data_iter_serves_module_api():
     assert it.provide_label[0].name == "softmax_label" and it.provide_label[0].shape == (64,)
     for _ in range(2):
         batches = list(it)
-        # The last batch is padded to the full size with empty rows (MXNet's
-        # executors cannot reshape for sparse input); pad says how many.
+        # The last batch is padded to the full size (MXNet's executors cannot
+        # reshape for sparse input) with the epoch's first rows, as LibSVMIter
+        # pads: Module.fit and Module.score see real rows, not empty rows labelled 0.
         assert [b.data[0].shape[0] for b in batches] == [64] * 5
         assert [b.pad for b in batches] == [0, 0, 0, 0, 50]
         stacked = sp.vstack([b.data[0].asscipy() for b in batches]).tocsr()
-        assert (stacked[:270] != X).nnz == 0 and stacked[270:].nnz == 0
-        assert batches[-1].label[0].asnumpy()[14:].tolist() == [0] * 50
+        assert (stacked[:270] != X).nnz == 0 and (stacked[270:] != X[:50]).nnz == 0
+        labels = np.concatenate([b.label[0].asnumpy() for b in batches])
+        np.testing.assert_array_equal(labels[270:], (y[:50] > 0).astype(np.float32))
         it.reset()
 
     # A sparse linear model trained through Module.fit reaches a sensible accuracy.
@@ -296,3 +298,16 @@ def test_rollover_after_an_epoch_left_early_does_not_depend_on_prefetch(prefetch
     # The second epoch (50 carried + 250) left nothing over, though only its first
     # batch was taken: the third starts afresh and carries 50 again.
     assert [len(b) for b in third] == [100, 100] and third[0][:3] == [0, 1, 2]
+
+
+def test_data_iter_pads_after_a_reset_with_the_new_epochs_first_rows():
+    X = sp.csr_matrix(np.arange(1, 11, dtype=np.float32).reshape(5, 2))
+    it = SparseDataLoader(CSRDataset(X, np.arange(5, dtype=np.float32)), batch_size=4,
+                          shuffle=True, seed=3).as_data_iter()
+    for _ in range(3):
+        batches = list(it)
+        assert [b.pad for b in batches] == [0, 3]
+        first, last = batches[0], batches[1]
+        np.testing.assert_array_equal(last.data[0].asnumpy()[1:], first.data[0].asnumpy()[:3])
+        np.testing.assert_array_equal(last.label[0].asnumpy()[1:], first.label[0].asnumpy()[:3])
+        it.reset()

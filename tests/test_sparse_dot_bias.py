@@ -219,3 +219,16 @@ def test_grad_req_changes_without_a_hybridized_parent_are_followed():
         out = hybrid(x)
     out.backward(head)
     assert hybrid[0].weight.grad().stype == "row_sparse"
+
+
+def test_a_weight_without_a_shape_is_inferred_from_the_data_and_the_bias():
+    """A hand-written symbol (Module.bind): the weight's shape follows from the data's
+    width and the bias's length (it was an error naming a 0-D weight)."""
+    data = mx.sym.var("data")
+    out = mx.sym.gluon_sparse_dot(data, mx.sym.var("w"), mx.sym.var("b", shape=(3,)),
+                                  with_bias=True)
+    args, outs, _ = out.infer_shape(data=(4, 100))
+    assert args == [(4, 100), (100, 3), (3,)] and outs == [(4, 3)]
+    out = mx.sym.gluon_sparse_dot(data, mx.sym.var("w", shape=(100, 3)), mx.sym.var("b"),
+                                  with_bias=True)
+    assert out.infer_shape(data=(4, 100))[0] == [(4, 100), (100, 3), (3,)]

@@ -20,11 +20,14 @@ class SparseNDArrayIter(mx.io.DataIter):
 
     Notes
     -----
-    Every batch has the shape in ``provide_data``: a final smaller batch is
-    padded with empty (all-zero) rows and zero labels, and ``DataBatch.pad``
-    says how many (``Module.predict`` drops them), because MXNet's executors
-    cannot reshape for sparse inputs. The descriptions are read from the
-    first batch, which is therefore built on construction.
+    Every batch has the shape in ``provide_data``, because MXNet's executors
+    cannot reshape for sparse inputs: a final smaller batch is padded with
+    the epoch's first rows, as ``mx.io.LibSVMIter`` (``round_batch``) and
+    ``NDArrayIter(last_batch_handle='pad')`` pad, and ``DataBatch.pad`` says
+    how many. ``Module.predict`` drops them; ``Module.fit`` and
+    ``Module.score`` see them, as with MXNet's own iterators (rows repeated,
+    not invented). The descriptions are read from the first batch, which is
+    therefore built on construction.
 
     Examples
     --------
@@ -38,6 +41,7 @@ class SparseNDArrayIter(mx.io.DataIter):
         self._label_name = label_name
         self._iterator = iter(loader)
         self._first = next(self._iterator, None)
+        self._epoch_head = None  # the epoch's first batch: rows to pad the last with
         if self._first is None:
             raise ValueError("the loader yields no batch; cannot describe provide_data")
         data, label = self._first
@@ -62,6 +66,7 @@ class SparseNDArrayIter(mx.io.DataIter):
         if close is not None:
             close()
         self._first = None
+        self._epoch_head = None
         self._iterator = iter(self._loader)
 
     def next(self):
@@ -70,20 +75,24 @@ class SparseNDArrayIter(mx.io.DataIter):
             batch, self._first = self._first, None
         else:
             batch = next(self._iterator)
+        if self._epoch_head is None:
+            self._epoch_head = batch
         data, label = batch
         pad = self.batch_size - data.shape[0]
         if pad > 0:
-            data, label = self._pad(data, label, pad)
+            data, label = self._pad(data, label, pad, self._epoch_head)
         return mx.io.DataBatch(data=[data], label=None if label is None else [label], pad=pad,
                                provide_data=self._provide_data, provide_label=self._provide_label)
 
     @staticmethod
-    def _pad(data, label, pad):
-        padded = sp.vstack([data.asscipy(), sp.csr_matrix((pad, data.shape[1]), dtype=data.dtype)],
-                           format="csr")
+    def _pad(data, label, pad, head):
+        """``(data, label)`` followed by the first ``pad`` rows of ``head``, the epoch's first
+        batch (a full one: the batch size is the first batch's)."""
+        head_data, head_label = head
+        take = np.arange(pad)
+        padded = sp.vstack([data.asscipy(), head_data.asscipy()[take]], format="csr")
         data = csr_to_ndarray(padded, ctx=data.context)
         if label is not None:
-            zeros = np.zeros((pad,) + label.shape[1:], dtype=label.dtype)
-            label = mx.nd.array(np.concatenate([label.asnumpy(), zeros]), ctx=label.context,
-                                dtype=label.dtype)
+            label = mx.nd.array(np.concatenate([label.asnumpy(), head_label.asnumpy()[take]]),
+                                ctx=label.context, dtype=label.dtype)
         return data, label

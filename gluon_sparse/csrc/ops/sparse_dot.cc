@@ -140,6 +140,12 @@ MXReturnValue InferShape(const std::unordered_map<std::string, std::string>& att
                          std::vector<std::vector<unsigned int>>* out_shapes) {
   std::vector<unsigned int>& data = (*in_shapes)[0];
   std::vector<unsigned int>& weight = (*in_shapes)[1];
+  // A weight variable without a shape (a hand-written symbol bound by Module):
+  // (in_units, units) from the data and the bias, where both are known.
+  if (weight.empty() && data.size() == 2 && in_shapes->size() == 3 &&
+      (*in_shapes)[2].size() == 1 && DimKnown((*in_shapes)[2][0])) {
+    weight = {data[1], (*in_shapes)[2][0]};
+  }
   if (data.size() != 2 || weight.size() != 2) {
     GS_ERROR_MSG << "gluon_sparse_dot: data (batch, in_units) and weight (in_units, units) must "
                  << "both be 2-D, got " << data.size() << "-D data and " << weight.size()
