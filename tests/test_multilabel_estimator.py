@@ -255,6 +255,23 @@ def test_a_diverged_fit_raises(data):
                                           max_iter=3)).fit(X * 1e30, Y)
 
 
+def test_loss_and_stopping_follow_sparse_mlp_classifiers_definitions(data):
+    """loss_ holds the L2 term (it left it out) and an unchanged validation score with
+    tol=0 is no reason to stop (scikit-learn's rule; it stopped)."""
+    X, Y, _, _ = data
+    X, Y = X[:300], Y[:300]
+    frozen = dict(FAST, optimizer="sparsesgd", learning_rate_init=1e-12, batch_size=100)
+    with_l2 = SparseMultiLabelClassifier(**dict(frozen, alpha=1.0, max_iter=1)).fit(X, Y)
+    without = SparseMultiLabelClassifier(**dict(frozen, alpha=0.0, max_iter=1)).fit(X, Y)
+    squares = sum(float((p.data().asnumpy().astype(np.float64) ** 2).sum())
+                  for name, p in with_l2.module_.collect_params().items()
+                  if not name.endswith("bias"))
+    assert with_l2.loss_ - without.loss_ == pytest.approx(0.5 * 3 * squares / 300, rel=1e-4)
+    patient = SparseMultiLabelClassifier(**dict(frozen, max_iter=6, early_stopping=True, tol=0.0,
+                                                n_iter_no_change=2)).fit(X, Y)
+    assert len(set(patient.validation_scores_)) == 1 and patient.n_iter_ == 6
+
+
 def _expected_failed_checks(estimator):
     reason = ("negatives are sampled per batch: a repeated row and a weighted row meet "
               "different candidates, so the fits differ beyond the check's rtol=1e-7")

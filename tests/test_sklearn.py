@@ -253,6 +253,49 @@ def test_an_untrained_constant_of_inf_is_not_a_divergence():
     assert set(clf.predict(X)) <= {0, 1}
 
 
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_a_regressors_step_is_mlpregressors_for_any_number_of_outputs(outputs):
+    """MLPRegressor steps along the gradient of the squared error summed over the outputs
+    and reports its mean; with k outputs the step was 1/k of its (and alpha k times as
+    strong). One SGD epoch of a linear model on one batch is one step, checked by hand."""
+    rng = np.random.RandomState(0)
+    X = sp.random(40, 6, density=0.5, format="csr", random_state=rng, dtype=np.float32)
+    Y = rng.randn(40, outputs).astype(np.float32)
+    y = Y[:, 0] if outputs == 1 else Y
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = SparseMLPRegressor(hidden_layer_sizes=(), optimizer="sparsesgd",
+                                 learning_rate_init=0.1, alpha=0.0, batch_size=40, max_iter=1,
+                                 random_state=0).fit(X, y)
+    before = {k: v.data().asnumpy() for k, v in est.module_._collect_params_with_prefix().items()}
+    residual = est.predict(X).reshape(40, outputs) - Y
+    est.partial_fit(X, y)
+    after = {k: v.data().asnumpy() for k, v in est.module_._collect_params_with_prefix().items()}
+    np.testing.assert_allclose(after["0.weight"] - before["0.weight"],
+                               -0.1 * X.T.toarray() @ residual / 40, atol=1e-6)
+    np.testing.assert_allclose(after["0.bias"] - before["0.bias"], -0.1 * residual.mean(axis=0),
+                               atol=1e-6)
+    assert est.loss_ == pytest.approx(0.5 * (residual ** 2).mean(), rel=1e-5)
+
+
+def test_early_stopping_bookkeeping_is_mlpclassifiers():
+    """best_loss_ is None with early stopping (it was inf), and partial_fit refuses
+    early_stopping=True (it was ignored), as in scikit-learn."""
+    X, y = sparse_blobs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = SparseMLPClassifier(hidden_layer_sizes=(8,), max_iter=3, early_stopping=True,
+                                  random_state=0).fit(X, y)
+        assert clf.best_loss_ is None
+        reference = MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, early_stopping=True,
+                                  random_state=0).fit(X.toarray(), y)
+        assert reference.best_loss_ is None
+        with pytest.raises(ValueError, match="partial_fit does not support early_stopping"):
+            clf.partial_fit(X, y)
+        clf.set_params(early_stopping=False, warm_start=True).fit(X, y)
+    assert clf.best_loss_ == min(clf.loss_curve_[3:])
+
+
 def test_prediction_input_wider_than_model_is_rejected(tmp_path):
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
     wide = tmp_path / "wide.svm"

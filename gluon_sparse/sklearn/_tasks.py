@@ -206,7 +206,17 @@ class SparseRegressorMixin(RegressorMixin):
     def _loss(self):
         if getattr(self, "loss", None) is not None:
             return self.loss
-        return gluon.loss.L2Loss()
+        # MLPRegressor's gradient is that of 0.5 * the squared error summed over the
+        # outputs (its reported loss_ averages them): L2Loss averages, so weight it by
+        # the number of outputs, or k outputs would step 1/k as far and alpha act k
+        # times as strongly.
+        return gluon.loss.L2Loss(weight=float(self.n_outputs_))
+
+    def _reported_loss_scale(self):
+        """``loss_`` averages the squared error over the outputs, as MLPRegressor's does."""
+        if getattr(self, "loss", None) is not None:
+            return 1.0
+        return 1.0 / self.n_outputs_
 
     def _score_encoded(self, X, targets, sample_weight):
         return r2_score(targets, self._forward(X), sample_weight=sample_weight)

@@ -34,7 +34,8 @@ from ._params import first_nonfinite_param
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged"]
+__all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged",
+           "check_partial_fit_params"]
 
 
 def registered_optimizer(name):
@@ -44,6 +45,13 @@ def registered_optimizer(name):
         raise ValueError("optimizer=%r is not a registered MXNet optimizer; known: %s"
                          % (name, ", ".join(sorted(known))))
     return name.lower()
+
+
+def check_partial_fit_params(estimator, incremental):
+    """Refuse ``early_stopping=True`` in ``partial_fit``, as scikit-learn's MLPs do (it
+    was ignored: one epoch holds out nothing)."""
+    if incremental and estimator.early_stopping:
+        raise ValueError("partial_fit does not support early_stopping=True")
 
 
 def raise_if_diverged(estimator, module, always):
@@ -100,6 +108,7 @@ class TrainingMixin:
         return self._fit(X, y, sample_weight, incremental=incremental, classes=classes)
 
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
+        check_partial_fit_params(self, incremental)
         first_pass = not self._is_fitted() or (not self.warm_start and not incremental)
         X, y = self._validate_training_data(X, y, reset=first_pass)
         if sample_weight is not None:
@@ -128,8 +137,9 @@ class TrainingMixin:
 
     def _new_fit_attributes(self, n_outputs):
         """The fitted attributes of a fit that starts from scratch."""
+        # As MLPClassifier: best_loss_ is None where early stopping tracks a score instead.
         return {"n_outputs_": n_outputs, "loss_curve_": [], "t_": 0, "n_iter_": 0,
-                "best_loss_": np.inf,
+                "best_loss_": None if self.early_stopping else np.inf,
                 "validation_scores_": [] if self.early_stopping else None,
                 "best_validation_score_": -np.inf if self.early_stopping else None}
 
@@ -272,8 +282,9 @@ class TrainingMixin:
         ``0.5 * alpha * ||W||^2 / (batch weight)``; the epoch's loss is the
         average of those objectives weighted by the batches' weights: the
         summed weighted loss plus ``0.5 * alpha * ||W||^2`` per step, over the
-        total weight. As MLPClassifier's (unweighted), except that ``||W||``
-        is taken once, at the end of the epoch, rather than before every step:
+        total weight. As MLPClassifier's without sample weights (with them,
+        MLPClassifier weighs each batch by its rows, not its weight), except
+        that ``||W||`` is taken once, at the end of the epoch, rather than before every step:
         under a deferred optimizer that needs every row up to date, a replay of all
         the epoch's skipped steps, and it is paid once per epoch.
 
@@ -286,10 +297,16 @@ class TrainingMixin:
         weight_total : float
             Number of samples, or sum of their weights.
         """
+        data_loss = data_loss * self._reported_loss_scale()
         if self.alpha and n_steps:
             data_loss = data_loss + 0.5 * self.alpha * n_steps * self._squared_weight_norm()
         # The only wait of an epoch for the engine: its steps and this sum.
         return float(data_loss.asscalar()) / weight_total
+
+    def _reported_loss_scale(self):
+        """Factor from the trained data loss to the one ``loss_`` reports (1; see the
+        regressor's)."""
+        return 1.0
 
     def _squared_weight_norm(self):
         """``||W||^2`` over every penalised parameter (all but the biases), as an NDArray."""
@@ -313,6 +330,8 @@ class TrainingMixin:
                 self.best_validation_score_ = score
                 return True
         else:
+            if self.best_loss_ is None:  # early stopping switched off for a warm start
+                self.best_loss_ = np.inf
             self._no_improvement_count = (self._no_improvement_count + 1
                                           if self.loss_curve_[-1] > self.best_loss_ - self.tol else 0)
             if self.loss_curve_[-1] < self.best_loss_:

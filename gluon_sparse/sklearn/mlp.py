@@ -171,11 +171,15 @@ _MLP_PARAMETERS_DOC = """
 _FITTED_ATTRIBUTES_DOC = """
     loss_ : float
         Loss of the last epoch: the mean (weighted) loss plus every step's L2
-        term, as MLPClassifier's, with the weights at the epoch's end.
+        term, as MLPClassifier's, with the weights at the epoch's end (a
+        regressor's squared error averaged over the outputs, as MLPRegressor's).
+        With sample weights, batches count by their share of the weight, where
+        MLPClassifier counts them by their share of the rows.
     loss_curve_ : list of float
         Loss of every epoch.
-    best_loss_ : float
-        Lowest training loss seen.
+    best_loss_ : float or None
+        Lowest training loss seen; None with ``early_stopping``, as in
+        MLPClassifier (the validation score decides then).
     validation_scores_ : list of float or None
         Score on the held-out data after every epoch (early stopping only).
     best_validation_score_ : float or None

@@ -34,7 +34,7 @@ from ._context import parse_context
 from ._data import is_libsvm_source, libsvm_paths, padded_csr_batches
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
-from ._training import raise_if_diverged, registered_optimizer
+from ._training import check_partial_fit_params, raise_if_diverged, registered_optimizer
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -217,6 +217,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
 
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
+        check_partial_fit_params(self, incremental)
         first_pass = not self._is_fitted() or not (self.warm_start or incremental)
         if first_pass and hasattr(self, "zero_based_"):
             del self.zero_based_  # a new fit: the base of earlier files no longer applies
@@ -269,6 +270,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                       disable=not self.verbose, leave=False):
             order = self._random_state.permutation(n) if self.shuffle else np.arange(n)
             total = mx.nd.zeros((1,), ctx=ctx)
+            n_steps = 0
             for start in range(0, n, batch):
                 check_interrupt()
                 rows = np.sort(order[start:start + batch])
@@ -285,20 +287,17 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 trainer.optimizer.wd = self.alpha / weight_sum
                 trainer.step(weight_sum)
                 total += losses.sum()
+                n_steps += 1
             self.n_iter_ += 1
             self.t_ += n
-            self.loss_ = float(total.asscalar()) / (
-                n if sample_weight is None else max(float(sample_weight.sum()), 1e-12))
+            # SparseMLPClassifier's definitions: the L2 term in loss_, scikit-learn's
+            # stopping rule (an equal value counts as no improvement only past tol).
+            self.loss_ = self._epoch_loss(total, n_steps, n if sample_weight is None
+                                          else max(float(sample_weight.sum()), 1e-12))
             self.loss_curve_.append(self.loss_)
             if X_val is not None:
-                score = self._precision_at_1(X_val, Y_val)
-                self.validation_scores_.append(score)
-                improved = score > self.best_validation_score_ + self.tol
-                self.best_validation_score_ = max(self.best_validation_score_, score)
-            else:
-                improved = self.loss_ < self.best_loss_ - self.tol
-            self.best_loss_ = min(self.best_loss_, self.loss_)
-            self._no_improvement_count = 0 if improved else self._no_improvement_count + 1
+                self.validation_scores_.append(self._precision_at_1(X_val, Y_val))
+            self._update_no_improvement_count(X_val is not None)
             logger.debug("%s epoch %d: loss %.5f", type(self).__name__, self.n_iter_, self.loss_)
             raise_if_diverged(self, module, always=False)
             if self._no_improvement_count > self.n_iter_no_change:
