@@ -199,7 +199,7 @@ def test_predict_ignores_labels_and_keeps_links_and_devices(trained, tmp_path, c
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     received = []
-    reader = threading.Thread(target=lambda: received.append(open(fifo).read()))
+    reader = threading.Thread(target=lambda: received.append(open(fifo).read()), daemon=True)
     reader.start()
     assert cli.main(["predict", HEART_SCALE, "--model-dir", str(trained), "--out",
                      str(fifo)]) == 0
