@@ -201,28 +201,34 @@ FAMILY = [("sparseadagrad", {}), ("sparseadam", {}), ("sparseadamax", {"epsilon"
 
 
 @pytest.mark.parametrize("name, extra", FAMILY, ids=[n + "-".join(e) for n, e in FAMILY])
-@pytest.mark.parametrize("kvstore", ["local", "device"])
-def test_family_updates_of_a_kvstore_row_sparse_weight_are_standard(name, extra, kvstore):
+@pytest.mark.parametrize("kvstore, dtype", [("local", "float32"), ("device", "float32"),
+                                            ("local", "float64")])
+def test_family_updates_of_a_kvstore_row_sparse_weight_are_standard(name, extra, kvstore, dtype):
     """The kvstore (and the servers) hold the layer's weight as row_sparse: MXNet's own
     row_sparse FTRL and NAG are lazy, and its AdaGrad with wd > 0 failed inside the
     updater, so the weight never moved. Every optimizer of the family must give what
     FullyConnectedSparse gives with the same optimizer on one device."""
     rng = np.random.default_rng(2)
-    x = sp.random(48, 60, density=0.05, format="csr", dtype=np.float32, random_state=rng)
-    target = rng.standard_normal((48, 3)).astype(np.float32)
-    initial = rng.standard_normal((60, 3)).astype(np.float32)
+    x = sp.random(48, 60, density=0.05, format="csr", dtype=dtype, random_state=rng)
+    target = rng.standard_normal((48, 3)).astype(dtype)
+    initial = rng.standard_normal((60, 3)).astype(dtype)
     ctx = [mx.cpu(0), mx.cpu(1)] if kvstore == "device" else [mx.cpu()]
 
     def run(layer, kv, contexts):
+        layer.cast(dtype)
         layer.initialize(ctx=contexts)
-        weight = mx.nd.array(initial)
+        weight = mx.nd.array(initial, dtype=dtype)
         layer.weight.set_data(weight.tostype("row_sparse") if kv else weight)
         optimizer = mx.optimizer.create(name, learning_rate=0.05, wd=0.01,
                                         rescale_grad=1.0 / 8, deferred=bool(kv), **extra)
         trainer = gluon.Trainer(layer.collect_params(), optimizer, kvstore=kv)
         for start in range(0, 48, 8):
-            parts, labels = split_and_load_batch(x[start:start + 8], target[start:start + 8],
-                                                 contexts)
+            if len(contexts) == 1:
+                parts = [mx.nd.sparse.csr_matrix(x[start:start + 8], dtype=dtype)]
+                labels = [mx.nd.array(target[start:start + 8], dtype=dtype)]
+            else:
+                parts, labels = split_and_load_batch(x[start:start + 8],
+                                                     target[start:start + 8], contexts)
             with autograd.record():
                 losses = [((layer(a) - b) ** 2).sum() for a, b in zip(parts, labels)]
             autograd.backward(losses)
@@ -231,6 +237,6 @@ def test_family_updates_of_a_kvstore_row_sparse_weight_are_standard(name, extra,
             return layer.weight.row_sparse_data(mx.nd.arange(60, ctx=contexts[0])).asnumpy()
         return layer.weight.data().asnumpy()
 
-    expected = run(FullyConnectedSparse(3, in_units=60), None, [mx.cpu()])
-    got = run(FullyConnectedSparseRowSparseWeight(3, in_units=60), kvstore, ctx)
+    expected = run(FullyConnectedSparse(3, in_units=60, dtype=dtype), None, [mx.cpu()])
+    got = run(FullyConnectedSparseRowSparseWeight(3, in_units=60, dtype=dtype), kvstore, ctx)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

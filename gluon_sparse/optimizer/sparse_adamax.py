@@ -152,8 +152,11 @@ class SparseAdamax(SparseRuleMixin, mx.optimizer.Adamax):
         state : tuple of NDArray or DeferredRuleState
             From :meth:`create_state`.
         """
+        # A kvstore's row_sparse weight is stepped on a dense copy by the base class,
+        # which then comes back here with the dense weight.
         if self.epsilon and isinstance(state, (tuple, list)) and \
-                not self._uses_operator(weight, grad):
+                not self._uses_operator(weight, grad) and \
+                not (self._updates_row_sparse_weight(weight) and grad.stype == "row_sparse"):
             _composed_update(self, index, weight, grad, state)
             return
         super().update(index, weight, grad, state)

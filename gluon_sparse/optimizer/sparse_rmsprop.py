@@ -137,6 +137,8 @@ class SparseRMSProp(SparseRuleMixin, mx.optimizer.RMSProp):
         if isinstance(state, tuple) and any(a.dtype != weight.dtype for a in state):
             # MXNet's RMSProp makes float32 states, which rmsprop_update rejects
             # next to a float64 weight.
+            # Dense for a kvstore's row_sparse weight too (stepped as a dense copy).
+            stype = "default" if self._updates_row_sparse_weight(weight) else weight.stype
             state = tuple(mx.nd.zeros(weight.shape, weight.context, dtype=np.dtype(weight.dtype),
-                                      stype=weight.stype) for _ in state)
+                                      stype=stype) for _ in state)
         return state
