@@ -152,10 +152,12 @@ def bench_prefetch(path, max_rows=200000, steps=2000):
                                 prefetch=prefetch)
 
     # Cost of loading one shuffled batch (rows gathered, not a range), as a
-    # loop over the loader sees it: the mean over 500 batches, not the best
-    # case of one, since MXNet's engine threads wake up between batches.
+    # loop over the loader sees it: the mean over 500 batches (or the epoch's,
+    # if it has fewer), not the best case of one, since MXNet's engine threads
+    # wake up between batches.
+    count = min(500, len(loader(0)))
     it = iter(loader(0))
-    build = timed(lambda: [next(it) for _ in range(500)])[0] / 500
+    build = timed(lambda: [next(it) for _ in range(count)])[0] / count
 
     # Step 1, device-bound: the host waits for an accelerator (emulated by a
     # sleep of the batch cost), as when training on a GPU.

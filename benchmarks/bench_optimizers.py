@@ -219,7 +219,8 @@ def run_candidate(optimizer, kind, workload, args):
 
 def _ratio(result, base):
     if isinstance(result, dict) and isinstance(base, dict):
-        return "%.2fx" % (result["avg_ms"] / base["avg_ms"])
+        # Three significant digits: 1.31 / 341.4 is 0.00384x, not "0.00x".
+        return "%.3gx" % (result["avg_ms"] / base["avg_ms"])
     return "-"
 
 
