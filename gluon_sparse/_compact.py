@@ -25,6 +25,8 @@ import zlib
 import mxnet as mx
 import numpy as np
 
+from ._sparse_entries import first_outside
+
 __all__ = ["compact_param_arrays", "expand_param_arrays", "row_blocks", "block_rows",
            "ndarrays_from_bytes", "BLOCK_BYTES"]
 
@@ -217,11 +219,11 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path, row_sparse_
         if not value.flags.writeable:
             value = arrays[name] = value.copy()
         indices = stored.indices.asnumpy()
-        bad = np.flatnonzero((indices < 0) | (indices >= stored.shape[0]))
-        if bad.size:
+        bad = first_outside(indices, stored.shape[0])
+        if bad is not None:
             arrays.pop(name, None)
             raise DamagedFile("%s is damaged: %r stores row %d of a weight of %d rows"
-                              % (params_path, name, indices[bad[0]], stored.shape[0]))
+                              % (params_path, name, indices[bad], stored.shape[0]))
         value[indices] = stored.data.asnumpy()
     return arrays
 

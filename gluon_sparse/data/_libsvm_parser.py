@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from .. import _native
+from .._sparse_entries import row_of_entry
 
 __all__ = ["parse_libsvm_bytes", "ParsedChunk", "newlines_before", "row_line_number",
            "count_rows", "team_size", "quote_token"]
@@ -122,7 +123,7 @@ class ParsedChunk:
 
     def row_of_entry(self, position):
         """The data row holding feature entry ``position`` (an index into ``values``)."""
-        return int(np.searchsorted(self.indptr, position, side="right")) - 1
+        return row_of_entry(self.indptr, position)
 
     def first_index_at_least(self, raw_limit):
         """``(row, raw index)`` of the first feature index ``>= raw_limit``, or None."""

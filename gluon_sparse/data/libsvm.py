@@ -18,6 +18,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
+from .._sparse_entries import row_of_entry
 from ._libsvm_parser import ParsedChunk, count_rows, parse_libsvm_bytes, row_line_number
 
 __all__ = ["load_libsvm", "locate_row", "parse_libsvm_bytes", "ParsedChunk"]
@@ -302,7 +303,7 @@ def _check_finite(paths, chunks):
         if bad.size:
             position = int(bad[0])
             row = (position if chunk.label_ptr is None
-                   else int(np.searchsorted(chunk.label_ptr, position, side="right")) - 1)
+                   else row_of_entry(chunk.label_ptr, position))
             found.append((row, "label %r" % float(chunk.labels[position])))
         if found:
             row, what = min(found)

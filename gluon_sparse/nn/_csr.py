@@ -11,6 +11,8 @@ import mxnet as mx
 import numpy as np
 import scipy.sparse as sp
 
+from .._sparse_entries import first_outside, row_of_entry
+
 __all__ = ["checked_csr"]
 
 
@@ -19,11 +21,6 @@ def _check_indptr(indptr, nnz, name):
         raise ValueError("%s: the CSR batch's indptr %s is not a row pointer array of its %d "
                          "entries (it must start at 0, never decrease and end at %d)"
                          % (name, np.array2string(indptr, threshold=8), nnz, nnz))
-
-
-def _first_bad_column(indices, columns):
-    bad = np.flatnonzero((indices < 0) | (indices >= columns))
-    return int(bad[0]) if bad.size else None
 
 
 def _is_canonical(indptr, indices):
@@ -57,11 +54,11 @@ def checked_csr(x, name, canonical=False):
     """
     indptr, indices = x.indptr.asnumpy(), x.indices.asnumpy()
     _check_indptr(indptr, indices.size, name)
-    bad = _first_bad_column(indices, x.shape[1])
+    bad = first_outside(indices, x.shape[1])
     if bad is not None:
-        row = int(np.searchsorted(indptr, bad, side="right")) - 1
         raise ValueError("%s: CSR column index %d (row %d, entry %d) is outside [0, %d)"
-                         % (name, int(indices[bad]), row, bad, x.shape[1]))
+                         % (name, int(indices[bad]), row_of_entry(indptr, bad), bad,
+                            x.shape[1]))
     if not canonical or _is_canonical(indptr, indices):
         return x
     matrix = sp.csr_matrix((x.data.asnumpy(), indices, indptr), shape=x.shape)

@@ -25,6 +25,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.gluon import Block, nn
 
+from .._sparse_entries import first_outside
 from ._csr import checked_csr
 from .basic_layers import _empty_rows
 
@@ -61,10 +62,10 @@ def pull_rows(param, row_ids, what="row id"):
     # The kvstore does not check ids against the weight: one past its end is a write
     # out of bounds (heap corruption), so check here, on the host copy of the ids.
     ids = row_ids.asnumpy()
-    bad = np.flatnonzero((ids < 0) | (ids >= param.shape[0]))
-    if bad.size:
+    bad = first_outside(ids, param.shape[0])
+    if bad is not None:
         raise ValueError("%s: %s %d is outside [0, %d) (the weight's rows)"
-                         % (param.name, what, ids[bad[0]], param.shape[0]))
+                         % (param.name, what, ids[bad], param.shape[0]))
     trainer = param._trainer
     if trainer is None:
         raise RuntimeError("%s is stored row by row in a Trainer's kvstore: create the "

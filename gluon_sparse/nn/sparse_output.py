@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from mxnet.gluon import HybridBlock
 
 from .. import _native
+from .._sparse_entries import first_not_binary, first_outside, row_of_entry
 from ..data.batchify import array_to_ndarray, csr_parts_to_ndarray
 from .samplers import make_sampler
 from .topk import _block_scores, top_k_scores
@@ -246,22 +247,18 @@ class SampledOutput(HybridBlock):
                 raise ValueError("%s: the label indicator has shape %s but the batch has %d rows "
                                  "and the layer %d labels" % (self.name, labels.shape, batch,
                                                               self._num_labels))
-            def example(entry):
-                return int(np.searchsorted(labels.indptr, entry, side="right")) - 1
-
             # An MXNet CSR array is not checked against its shape: a one-based label id
             # would otherwise become a candidate row past the weight's end.
-            bad = np.flatnonzero((labels.indices < 0) | (labels.indices >= self._num_labels))
-            if bad.size:
+            bad = first_outside(labels.indices, self._num_labels)
+            if bad is not None:
                 raise ValueError("%s: label %d of example %d is outside [0, %d)"
-                                 % (self.name, labels.indices[bad[0]], example(bad[0]),
-                                    self._num_labels))
-            bad = np.flatnonzero((labels.data != 0) & (labels.data != 1))
-            if bad.size:
+                                 % (self.name, labels.indices[bad],
+                                    row_of_entry(labels.indptr, bad), self._num_labels))
+            bad = first_not_binary(labels.data)
+            if bad is not None:
                 raise ValueError("%s: a label indicator holds 0 and 1; example %d has %r for "
-                                 "label %d" % (self.name, example(bad[0]),
-                                               float(labels.data[bad[0]]),
-                                               labels.indices[bad[0]]))
+                                 "label %d" % (self.name, row_of_entry(labels.indptr, bad),
+                                               float(labels.data[bad]), labels.indices[bad]))
             labels.eliminate_zeros()
             labels.sum_duplicates()
             return labels.indptr.astype(np.int64), labels.indices.astype(np.int64), True
@@ -275,10 +272,10 @@ class SampledOutput(HybridBlock):
             bad = int(np.flatnonzero(ids != labels)[0])
             raise ValueError("%s: label %r of example %d is not an integer id"
                              % (self.name, labels[bad], bad))
-        bad = np.flatnonzero((ids < 0) | (ids >= self._num_labels))
-        if bad.size:
+        bad = first_outside(ids, self._num_labels)
+        if bad is not None:
             raise ValueError("%s: label %d of example %d is outside [0, %d)"
-                             % (self.name, ids[bad[0]], bad[0], self._num_labels))
+                             % (self.name, ids[bad], bad, self._num_labels))
         return np.arange(batch + 1, dtype=np.int64), ids, False
 
     def candidates(self, labels, batch):

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _native
+from .._sparse_entries import first_not_binary, row_of_entry
 
 __all__ = ["top_k_scores", "merge_top_k", "precision_at_k", "ndcg_at_k"]
 
@@ -136,11 +137,10 @@ def _hits(Y, ids, k, metric):
         raise ValueError("the indicator has %d rows but the predictions %d"
                          % (Y.shape[0], ids.shape[0]))
     Y.eliminate_zeros()  # stored zeros are not positives (nor are they in the counts)
-    bad = np.flatnonzero(Y.data != 1)
-    if bad.size:
-        row = int(np.searchsorted(Y.indptr, bad[0], side="right")) - 1
+    bad = first_not_binary(Y.data)  # no zeros left: a value that is not 1
+    if bad is not None:
         raise ValueError("a label indicator holds 0 and 1; row %d has %r for label %d"
-                         % (row, float(Y.data[bad[0]]), Y.indices[bad[0]]))
+                         % (row_of_entry(Y.indptr, bad), float(Y.data[bad]), Y.indices[bad]))
     Y.sum_duplicates()
     hits = np.zeros(ids.shape)
     for i in range(ids.shape[0]):
