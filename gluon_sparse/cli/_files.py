@@ -114,17 +114,15 @@ def load_for_model(path, model, check_labels=True):
     return X, y
 
 
-def check_finite_weights(model, optimizer):
-    """Raise InputError, before a save, when training left a NaN or infinite weight."""
-    from ..sklearn._params import first_nonfinite_param
-    name = first_nonfinite_param(model.module_)
-    if name is None:
-        return
-    hint = ("MXNet's Adamax divides by its state u, 0 for a weight whose gradient was always "
-            "0: choose another --optimizer" if "adamax" in optimizer else
-            "the training diverged: try a smaller --lr")
-    raise InputError("training left non-finite weights in parameter %r (%s); no model was "
-                     "written" % (name, hint))
+def check_finite_weights(model):
+    """Raise InputError, before a save, when training left a NaN or infinite weight (the
+    estimators' own check: partial_fit, which train runs an epoch at a time, reads the
+    weights only when an epoch's loss is not finite)."""
+    from ..sklearn._training import raise_if_diverged
+    try:
+        raise_if_diverged(model, model.module_, always=True)
+    except ValueError as err:
+        raise InputError("%s; no model was written" % err) from None
 
 
 def load_model(model_dir):

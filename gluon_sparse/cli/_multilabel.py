@@ -133,7 +133,7 @@ def train(args):
         print("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs, _format(values),
                                              time.perf_counter() - epoch_start))
     model.zero_based_ = zero_based
-    _files.check_finite_weights(model, args.optimizer)
+    _files.check_finite_weights(model)
     model.save(args.model_dir)
     print("summary: %d epochs in %.1f s; %s; model written to %s"
           % (args.epochs, time.perf_counter() - start, _format(values),

@@ -60,7 +60,7 @@ def train(args):
     if zero_based != "auto":
         # Saved with the model: predict and evaluate read their files with it.
         model.zero_based_ = zero_based
-    _files.check_finite_weights(model, args.optimizer)
+    _files.check_finite_weights(model)
     model.save(args.model_dir)
     scores = {name: value for name, value in last_metrics.items() if name != "loss"}
     # The one line that says what was done: time (data, training and save),

@@ -212,6 +212,10 @@ class SparseRuleMixin(abc.ABC):
         return (weight.stype == "row_sparse" and not getattr(self, "lazy_update", False)
                 and np.dtype(weight.dtype) in _OP_DTYPES)
 
+    def _steps_dense_copy(self, weight, grad):
+        """Whether :meth:`update` steps ``weight`` through :meth:`_update_row_sparse_weight`."""
+        return self._updates_row_sparse_weight(weight) and grad.stype == "row_sparse"
+
     def _update_row_sparse_weight(self, index, weight, grad, state):
         """One standard step of a row_sparse weight that holds every row: a kvstore's copy
         of a row_sparse-weight layer's weight (``FullyConnectedSparseRowSparseWeight``,
@@ -246,7 +250,7 @@ class SparseRuleMixin(abc.ABC):
         if isinstance(state, _family_state.DeferredRuleState):
             _family_state.update(self, rule, index, weight, grad, state)
             return
-        if self._updates_row_sparse_weight(weight) and grad.stype == "row_sparse":
+        if self._steps_dense_copy(weight, grad):
             self._update_row_sparse_weight(index, weight, grad, state)
             return
         if not self._uses_operator(weight, grad):

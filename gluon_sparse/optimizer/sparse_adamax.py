@@ -156,7 +156,7 @@ class SparseAdamax(SparseRuleMixin, mx.optimizer.Adamax):
         # which then comes back here with the dense weight.
         if self.epsilon and isinstance(state, (tuple, list)) and \
                 not self._uses_operator(weight, grad) and \
-                not (self._updates_row_sparse_weight(weight) and grad.stype == "row_sparse"):
+                not self._steps_dense_copy(weight, grad):
             _composed_update(self, index, weight, grad, state)
             return
         super().update(index, weight, grad, state)
