@@ -209,14 +209,21 @@ def test_reads_inside_forward_and_step_do_not_flush(monkeypatch, optimizer):
 
 
 # -------------------------------------------------------------------- writes
+def _train_past_a_checkpoint(nets, trainers, checkpoint):
+    """Train both runs on the schedule, saving the eager net at step 12 to ``checkpoint``;
+    return the batches."""
+    batches = _schedule()
+    _train_both(nets, trainers, batches[:12])
+    nets[1].save_parameters(checkpoint)
+    _train_both(nets, trainers, batches[12:])
+    return batches
+
+
 @GRID
 def test_load_parameters_into_live_net(kind, hybrid, wd, tmp_path, optimizer):
     nets, trainers = _pair(kind, hybrid, wd, optimizer)
-    batches = _schedule()
-    _train_both(nets, trainers, batches[:12])
     checkpoint = str(tmp_path / "best.params")
-    nets[1].save_parameters(checkpoint)
-    _train_both(nets, trainers, batches[12:])
+    _train_past_a_checkpoint(nets, trainers, checkpoint)
     for net in nets:
         net.load_parameters(checkpoint)  # "restore the best checkpoint"
     _train_both(nets, trainers, _batches(15, 7, np.arange(IN_UNITS // 5)))
@@ -243,11 +250,8 @@ def test_frozen_weight_reads_and_writes_as_eager(kind, hybrid, tmp_path, optimiz
     training after unfreezing all follow the eager run (they read stale rows, and
     the next forward replayed the missed steps onto the loaded checkpoint)."""
     nets, trainers = _pair(kind, hybrid, 0.01, optimizer)
-    batches = _schedule()
-    _train_both(nets, trainers, batches[:12])
     checkpoint = str(tmp_path / "early.params")
-    nets[1].save_parameters(checkpoint)
-    _train_both(nets, trainers, batches[12:])
+    batches = _train_past_a_checkpoint(nets, trainers, checkpoint)
     for net in nets:
         for param in _sparse_params(net):
             param.grad_req = "null"
