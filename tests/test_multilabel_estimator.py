@@ -213,6 +213,50 @@ def test_targets_it_cannot_learn_are_named(data):
         model.partial_fit(X, [[1]] * 20, classes=[7, 8])
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, bool])
+def test_the_callers_indicator_is_left_as_given(data, dtype):
+    """fit and score drop stored zeros on their own copy: csr_matrix(Y, dtype=float32)
+    shared the caller's indices and indptr, which eliminate_zeros compacted under the
+    caller's data, moving or deleting the caller's positives."""
+    X, Y, _, _ = data
+    Y = _indicator(Y[:100]).astype(dtype)
+    Y.data[::3] = 0  # stored zeros
+    arrays = [a.copy() for a in (Y.data, Y.indices, Y.indptr)]
+    model = SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit(X[:100], Y)
+    model.score(X[:100], Y)
+    for before, after in zip(arrays, (Y.data, Y.indices, Y.indptr)):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_a_positive_stored_twice_is_one_positive(data):
+    """A non-canonical CSR indicator with a (row, label) entry stored twice: one positive,
+    as SampledOutput and the metrics read it (the counts used to double, and predict
+    returned twice the labels a row has)."""
+    X, Y, _, _ = data
+    canonical = _indicator(Y[:100])
+    twice = sp.csr_matrix((np.repeat(canonical.data, 2), np.repeat(canonical.indices, 2),
+                           canonical.indptr * 2), shape=canonical.shape)
+    fits = [SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit(X[:100], Y_)
+            for Y_ in (canonical, twice)]
+    assert fits[1].label_counts_ == fits[0].label_counts_
+    assert fits[1].labels_per_row_ == fits[0].labels_per_row_
+    assert (fits[1].predict(X[:100]) != fits[0].predict(X[:100])).nnz == 0
+    with pytest.raises(ValueError, match="holds only 0 and 1; row 3 has 2.0 for label 5"):
+        SparseMultiLabelClassifier(**FAST).fit(X[:5], sp.csr_matrix(
+            (np.array([1.0, 2.0]), np.array([1, 5]), np.array([0, 1, 1, 1, 2, 2])), shape=(5, 8)))
+
+
+def test_batches_without_candidates_train(data):
+    """In-batch negatives (or no draws) and a batch whose rows have no label: no
+    candidate at all. Those examples' loss is 0; MXNet failed to infer shapes."""
+    X, Y, _, _ = data
+    Y = [row if i % 10 == 0 else [] for i, row in enumerate(Y[:200])]
+    for extra in (dict(sampler="in_batch"), dict(num_sampled=0)):
+        model = SparseMultiLabelClassifier(**dict(FAST, max_iter=2, batch_size=4, **extra))
+        model.fit(X[:200], Y)
+        assert np.isfinite(model.loss_)
+
+
 def _write_multilabel(path, X, Y):
     """Zero-based multi-label LibSVM: 'l1,l2 i:v ...'."""
     with open(path, "w") as out:

@@ -461,3 +461,29 @@ def test_an_empty_batch_is_named():
     layer.initialize()
     with pytest.raises(ValueError, match=r"the batch has no rows \(h has shape \(0, 3\)\)"):
         layer(mx.nd.array(np.zeros((0, 3), np.float32)), np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("layer", ["dense", "row_sparse"])
+@pytest.mark.parametrize("loss", ["softmax", "bce"])
+@pytest.mark.parametrize("draws", [dict(sampler="in_batch"), dict(num_sampled=0)])
+def test_a_batch_without_candidates_has_loss_and_gradient_zero(layer, loss, draws):
+    """No positive in the batch and nothing drawn: every example contributes 0. One
+    stand-in candidate keeps MXNet's shapes non-empty (they failed to infer)."""
+    from gluon_sparse.nn import SampledOutputRowSparseWeight
+    cls = SampledOutput if layer == "dense" else SampledOutputRowSparseWeight
+    out = cls(10, in_units=3, loss=loss, seed=0, **draws)
+    out.initialize(mx.init.Normal(1.0))
+    trainer = gluon.Trainer(out.collect_params(), "sgd", {"learning_rate": 1.0})
+    before = {name: p.data().tostype("default").asnumpy() if layer == "dense" else None
+              for name, p in out.collect_params().items()}
+    h = mx.nd.array(np.random.default_rng(0).normal(size=(2, 3)))
+    h.attach_grad()
+    with autograd.record():
+        losses = out(h, sp.csr_matrix((2, 10)))
+    losses.backward()
+    np.testing.assert_array_equal(losses.asnumpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(h.grad.asnumpy(), np.zeros((2, 3)))
+    trainer.step(2)
+    if layer == "dense":
+        for name, p in out.collect_params().items():
+            np.testing.assert_array_equal(p.data().asnumpy(), before[name])

@@ -43,6 +43,10 @@ _LOSSES = ("softmax", "bce")
 # 1,024 draws).
 _MAX_INPUT_ELEMENTS = 2 ** 31 - 1
 
+# The correction (log p, subtracted from the logit) of the one candidate that stands in
+# when a batch has none: see SampledOutput._draw.
+_STAND_IN_LOG_P = 1e30
+
 
 def candidate_selector(ids, num_labels, dtype, ctx):
     """The CSR ``(C, num_labels)`` with a 1 at ``(i, ids[i])``: ``dot(selector, W)`` is
@@ -297,6 +301,11 @@ class SampledOutput(HybridBlock):
         correction : numpy.ndarray of shape (C,)
             ``log p_c``, subtracted from the logits (0 for the batch's
             positives and with ``'all'`` and ``'in_batch'``).
+
+        A batch without positives whose sampler draws nothing (``'in_batch'``,
+        ``num_sampled=0``) has one stand-in candidate, label 0 with a
+        correction of ``1e30`` and a target of 0: its loss and gradient are
+        exactly 0, and MXNet gets a product over one candidate, not zero.
         """
         ids, log_p, rows, cols, counts = self._draw(labels, batch)
         target = np.zeros((batch, ids.size))
@@ -319,6 +328,14 @@ class SampledOutput(HybridBlock):
         else:
             drawn, tries = self.sampler.sample(self._rng, self._num_sampled), self._num_sampled
             ids = np.union1d(positives, drawn).astype(np.int64)
+        if ids.size == 0:
+            # No positive in the batch and nothing drawn (in-batch negatives, or
+            # num_sampled=0): every example's loss is 0, but MXNet cannot take a product
+            # over 0 candidates. One stand-in takes their place, label 0 shifted to a
+            # logit of -1e30, where its loss and gradient are exactly 0 under both losses.
+            return (np.zeros(1, dtype=np.int64), np.full(1, _STAND_IN_LOG_P),
+                    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                    np.diff(indptr).astype(np.float64))
         log_p = np.zeros(ids.size)
         if not exhaustive:
             sampled_only = ~np.isin(ids, positives, assume_unique=True)

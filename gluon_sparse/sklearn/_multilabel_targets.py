@@ -14,6 +14,8 @@ from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
+from .._sparse_entries import first_not_binary, row_of_entry
+
 __all__ = ["MultiLabelTargetsMixin"]
 
 _LABEL_LISTS = (list, tuple, set, frozenset, np.ndarray)
@@ -58,11 +60,16 @@ class MultiLabelTargetsMixin:
             if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
                 y = sp.csr_matrix(y)
         if sp.issparse(y):
-            Y = sp.csr_matrix(y, dtype=np.float32)
+            # A copy: csr_matrix(y, dtype=...) shares a CSR y's indices and indptr, which
+            # eliminate_zeros below would compact under the caller's data.
+            Y = sp.csr_matrix(y, dtype=np.float32, copy=True)
             if Y.shape[0] != n_samples:
                 raise ValueError("Y has %d rows but X has %d" % (Y.shape[0], n_samples))
-            if not np.all(np.isin(Y.data, (0, 1))):
-                raise ValueError("a label indicator Y holds only 0 and 1")
+            bad = first_not_binary(Y.data)
+            if bad is not None:
+                raise ValueError("a label indicator Y holds only 0 and 1; row %d has %r for "
+                                 "label %d" % (row_of_entry(Y.indptr, bad), float(Y.data[bad]),
+                                               Y.indices[bad]))
             columns = np.arange(Y.shape[1])
             if classes is not None and list(classes) != columns.tolist():
                 raise ValueError("with an indicator Y the classes are its column indices "
@@ -74,6 +81,11 @@ class MultiLabelTargetsMixin:
                 raise ValueError("Y has %d columns but the model was fitted with %d labels"
                                  % (Y.shape[1], len(self.classes_)))
             Y.eliminate_zeros()
+            # A positive stored twice (a non-canonical CSR) is one positive, as in
+            # SampledOutput and the metrics: counted once in label_counts_ and the labels
+            # a row predicts.
+            Y.sum_duplicates()
+            Y.data[:] = 1
             if first_pass and Y.nnz == 0:
                 raise ValueError(_NO_LABELS)
             return Y
