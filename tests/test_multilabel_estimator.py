@@ -257,6 +257,21 @@ def test_batches_without_candidates_train(data):
         assert np.isfinite(model.loss_)
 
 
+def test_a_nested_list_of_0_1_rows_is_an_indicator(data):
+    """scikit-learn reads rows of one length holding 0 and 1 as an indicator
+    (type_of_target); they were read as label lists, a model of labels 0 and 1."""
+    X, Y, _, _ = data
+    indicator = _indicator(Y[:200])
+    from_matrix = SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit(X[:200], indicator)
+    from_lists = SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit(
+        X[:200], indicator.toarray().astype(int).tolist())
+    np.testing.assert_array_equal(from_lists.classes_, from_matrix.classes_)
+    assert (from_lists.predict(X[:200]) != from_matrix.predict(X[:200])).nnz == 0
+    # Rows of different lengths, or ids other than 0 and 1, stay label lists.
+    lists = SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit(X[:3], [[0, 1], [1, 2], [0, 2]])
+    np.testing.assert_array_equal(lists.classes_, [0, 1, 2])
+
+
 def _write_multilabel(path, X, Y):
     """Zero-based multi-label LibSVM: 'l1,l2 i:v ...'."""
     with open(path, "w") as out:

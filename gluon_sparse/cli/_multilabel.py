@@ -132,6 +132,7 @@ def train(args):
             values.update(ranking_metrics(model, X_test, Y_test))
         print("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs, _format(values),
                                              time.perf_counter() - epoch_start))
+    model.n_iter_ = args.epochs  # one fit's epochs (partial_fit counts its own call only)
     model.zero_based_ = zero_based
     _files.check_finite_weights(model)
     model.save(args.model_dir)

@@ -146,4 +146,5 @@ def _fit_epochs(args, model, X_train, y_train, X_test, y_test, fit_args):
                               for name, value in values.items()})
         tqdm.write("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs,
                                                    format_metrics(values), seconds))
+    model.n_iter_ = args.epochs  # one fit's epochs (partial_fit counts its own call only)
     return values

@@ -148,6 +148,10 @@ def describe(estimator, extra=None):
     }
     if hasattr(estimator, "classes_"):
         meta["classes"] = _encode_classes(estimator.classes_)
+    if hasattr(estimator, "feature_names_in_"):
+        # The columns of a DataFrame fitted on: a loaded model checks them as the
+        # fitted one does (without them, reordered columns went unnoticed).
+        meta["feature_names"] = [str(name) for name in estimator.feature_names_in_]
     meta.update(extra or {})
     return meta
 
@@ -179,4 +183,6 @@ def estimator_from_description(meta, meta_path, overrides):
     fitted = dict(meta["fitted"])
     if "classes" in meta:
         fitted["classes_"] = _decode_classes(meta["classes"])
+    if "feature_names" in meta:
+        fitted["feature_names_in_"] = np.asarray(meta["feature_names"], dtype=object)
     return estimator, fitted

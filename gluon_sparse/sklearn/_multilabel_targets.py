@@ -11,7 +11,7 @@ columns into that order. The network, training and prediction are in
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import MultiLabelBinarizer
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import column_or_1d
 
 from .._sparse_entries import first_not_binary, row_of_entry
@@ -36,6 +36,15 @@ def _check_scalar_labels(labels):
                              % (type(label).__name__, label))
 
 
+def _reads_as_indicator(y):
+    """Whether scikit-learn reads the nested list ``y`` as an indicator matrix: rows of one
+    length holding only 0 and 1 (``type_of_target``), not label lists."""
+    try:
+        return type_of_target(y) == "multilabel-indicator"
+    except (ValueError, TypeError):  # rows of different lengths, labels of mixed types
+        return False
+
+
 class MultiLabelTargetsMixin:
     """Target encoding of a multi-label estimator.
 
@@ -53,6 +62,8 @@ class MultiLabelTargetsMixin:
         if y is None:
             raise ValueError("%s requires y to be passed, but the target y is None"
                              % type(self).__name__)
+        if isinstance(y, (list, tuple)) and _reads_as_indicator(y):
+            y = np.asarray(y)  # rows of 0/1: an indicator, as scikit-learn reads them
         if not sp.issparse(y) and not isinstance(y, (list, tuple)):
             y = np.asarray(y)
             if y.ndim == 2 and y.shape[1] == 1:

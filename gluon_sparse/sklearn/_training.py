@@ -29,13 +29,14 @@ from tqdm.auto import tqdm
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import CSRDataset, SparseDataLoader
 from ..optimizer import supports_deferred
+from ..optimizer.deferred import flush
 from ._context import parse_context
 from ._params import first_nonfinite_param
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged",
-           "check_partial_fit_params"]
+           "check_partial_fit_params", "fit_trainer"]
 
 
 def registered_optimizer(name):
@@ -45,6 +46,31 @@ def registered_optimizer(name):
         raise ValueError("optimizer=%r is not a registered MXNet optimizer; known: %s"
                          % (name, ", ".join(sorted(known))))
     return name.lower()
+
+
+def fit_trainer(estimator, module, optimizer, incremental):
+    """The Trainer of a fit, set as ``estimator._trainer``.
+
+    ``partial_fit`` goes on with the one it has. ``fit`` builds a new one, as
+    MLPClassifier builds a new optimizer at every ``fit``: a warm-started fit
+    reads ``optimizer`` and ``learning_rate_init`` again and starts the
+    optimizer's state afresh (Adam's moments and bias correction).
+    """
+    if estimator._trainer is not None:
+        if incremental:
+            return estimator._trainer
+        flush(estimator._trainer)  # rows a deferred optimizer left behind, caught up first
+    params = module.collect_params()
+    for name, param in params.items():
+        if name.endswith("bias"):
+            param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
+    options = {"learning_rate": estimator.learning_rate_init}
+    if supports_deferred(optimizer):
+        # The standard update at lazy cost (any optimizer of the family): updates
+        # of rows absent from a batch are replayed exactly when the rows are next read.
+        options["deferred"] = True
+    estimator._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
+    return estimator._trainer
 
 
 def check_partial_fit_params(estimator, incremental):
@@ -119,19 +145,7 @@ class TrainingMixin:
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(n_outputs))
             self._module = self._new_module(n_outputs)
-        module = self._get_module()
-        if self._trainer is None:
-            for name, param in module.collect_params().items():
-                if name.endswith("bias"):
-                    param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
-            optimizer_params = {"learning_rate": self.learning_rate_init}
-            if supports_deferred(optimizer):
-                # The standard update at lazy cost (any optimizer of the family):
-                # updates of rows absent from a batch are replayed exactly when
-                # the rows are next read.
-                optimizer_params["deferred"] = True
-            self._trainer = gluon.Trainer(module.collect_params(), optimizer, optimizer_params,
-                                          kvstore=None)
+        fit_trainer(self, self._get_module(), optimizer, incremental)
         self._fit_stochastic(X, targets, sample_weight, incremental)
         return self
 
@@ -180,6 +194,7 @@ class TrainingMixin:
             raise ValueError("sample_weight sums to %g; at least one sample needs a positive weight"
                              % weight_total)
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
+        self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         loss_fn = self._loss()
         n_targets = 1 if targets.ndim == 1 else targets.shape[1]
         # The weights travel as the label's last column, so that one loader

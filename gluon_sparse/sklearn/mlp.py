@@ -185,7 +185,9 @@ _FITTED_ATTRIBUTES_DOC = """
     best_validation_score_ : float or None
         Best of ``validation_scores_``.
     n_iter_ : int
-        Number of epochs run.
+        Number of epochs run by the last ``fit`` (``partial_fit``: 1), as
+        scikit-learn counts them; ``loss_curve_`` and ``t_`` go on across
+        warm-started fits and ``partial_fit`` calls.
     t_ : int
         Number of training samples seen.
     n_features_in_ : int

@@ -27,14 +27,14 @@ from tqdm.auto import tqdm
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import LibSVMDataset, csr_to_ndarray, load_multilabel
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
-from ..optimizer import supports_deferred
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
 from ._data import is_libsvm_source, libsvm_paths, padded_csr_batches
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
-from ._training import check_partial_fit_params, raise_if_diverged, registered_optimizer
+from ._training import (check_partial_fit_params, fit_trainer, raise_if_diverged,
+                        registered_optimizer)
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -70,6 +70,8 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     (labels are the column indices), label lists (a list of lists, or a 1-D
     object array of them, as ``LibSVMDataset(multilabel=True).label``; labels
     are numbers or strings), or a 1-D array (multi-class: one label a row).
+    Rows of one length holding only 0 and 1 are an indicator, as
+    scikit-learn reads them (``type_of_target``), not label lists.
     ``X`` may also be the path of a multi-label LibSVM or extreme-classification
     file, or a list of them (:func:`~gluon_sparse.data.load_multilabel`): its
     labels are ``Y`` when none is given, and the index base of the training
@@ -234,16 +236,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(len(self.classes_)))
             self._module = self._new_module(len(self.classes_))
-        module = self._get_module()
-        if self._trainer is None:
-            params = module.collect_params()
-            for name, param in params.items():
-                if name.endswith("bias"):
-                    param.wd_mult = 0.0
-            options = {"learning_rate": self.learning_rate_init}
-            if supports_deferred(optimizer):
-                options["deferred"] = True
-            self._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
+        fit_trainer(self, self._get_module(), optimizer, incremental)
         self._train(X, self._internal(Y), sample_weight, incremental)
         return self
 
@@ -263,6 +256,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             if sample_weight is not None:
                 sample_weight = sample_weight[order[n_val:]]
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
+        self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         n = X.shape[0]
         batch = min(n, 256 if self.batch_size == "auto" else self.batch_size)
         epochs = 1 if incremental else self.max_iter
