@@ -1,4 +1,7 @@
 """The gluon-sparse command line, in process (main([...])) and as `python -m gluon_sparse`."""
+import bz2
+import gzip
+import os
 import subprocess
 import sys
 
@@ -436,13 +439,26 @@ def test_predict_to_a_closed_pipe_exits_0_quietly(tmp_path, trained):
     assert len(result.stdout.splitlines()) == 1 and len(result.stdout.split()) == 2
 
 
-def test_nan_in_a_predict_file_names_the_file_and_line(tmp_path, trained):
-    _write(tmp_path / "nan.svm", "1 1:0.5 2:0.25\n-1 1:0.1 3:nan\n")
-    result = _run_module("predict", "nan.svm", "--model-dir", str(trained), "--out", "p.txt",
+@pytest.mark.parametrize("suffix, compress", [("", bytes), (".gz", gzip.compress),
+                                              (".bz2", bz2.compress)])
+def test_nan_in_a_predict_file_names_the_file_and_line(tmp_path, trained, suffix, compress):
+    """Compressed too: the line was looked for in the compressed bytes, and not found."""
+    name = "nan.svm" + suffix
+    _write(tmp_path / name, compress(b"1 1:0.5 2:0.25\n-1 1:0.1 3:nan\n"))
+    result = _run_module("predict", name, "--model-dir", str(trained), "--out", "p.txt",
                          cwd=tmp_path)
     line = _one_error_line(result)
-    assert "nan.svm, line 2" in line and "3:nan" in line
+    assert name + ", line 2" in line and "3:nan" in line
     assert not (tmp_path / "p.txt").exists()
+
+
+def test_a_pipe_is_refused_by_name(tmp_path):
+    """A pipe (bash's <(...), a FIFO) read as a file of size 0: 'holds no samples'."""
+    fifo = tmp_path / "data.fifo"
+    os.mkfifo(fifo)
+    result = _run_module("train", str(fifo), "--model-dir", "m", *FAST, cwd=tmp_path)
+    assert "data.fifo is a pipe, not a regular file" in _one_error_line(result)
+    assert not (tmp_path / "m").exists()
 
 
 def test_invalid_bytes_are_shown_escaped_once(tmp_path):

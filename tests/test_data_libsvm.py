@@ -346,6 +346,32 @@ def test_a_truncated_gz_names_the_file_and_position_in_load_libsvm(tmp_path, kee
     assert isinstance(info.value.__cause__, EOFError)
 
 
+def test_a_truncated_gz_names_a_line_near_the_damage(tmp_path):
+    """The text decompressed before the failure is kept: the line was that of the last
+    whole MiB read (line 1 for any smaller file)."""
+    compressed = gzip.compress(ROWS)
+    path = gzip_cut(tmp_path, ROWS, len(compressed) - 20)
+    with pytest.raises(ValueError, match=r"line (\d+):") as info:
+        load_libsvm(path)
+    line = int(info.value.args[0].split("line ")[1].split(":")[0])
+    assert 25000 < line <= 30000
+
+
+@pytest.mark.parametrize("make", ["fifo", "device"])
+def test_a_pipe_or_device_is_refused_by_name(tmp_path, make):
+    """Their size is 0: they read as an empty file, and a second read (the line of an
+    error) would block on a FIFO."""
+    if make == "fifo":
+        path = str(tmp_path / "data.fifo")
+        os.mkfifo(path)
+    else:
+        path = os.devnull
+    for read in (load_libsvm, LibSVMDataset, lambda p: locate_row(p, 0)):
+        with pytest.raises(ValueError, match=r"%s is a %s, not a regular file"
+                           % (path.replace(".", r"\."), "pipe" if make == "fifo" else "device")):
+            read(path)
+
+
 def test_a_truncated_gz_names_the_file_and_line_in_the_stream(tmp_path):
     compressed = gzip.compress(ROWS)
     path = gzip_cut(tmp_path, ROWS, len(compressed) * 2 // 3)

@@ -80,6 +80,12 @@ def test_random_xc_file_matches_sklearn_and_header(tmp_path):
     (b"0 1:1\n-1 2:1\n", {}, r"x.txt, line 2: label -1.0 is not a label id"),
     (b"0 1:1\n\n 2:1\n", {}, r"x.txt, line 3: the row has no label"),
     (b"0 1:1\n7 2:1\n", {"num_labels": 5}, r"x.txt, line 2: label 7 is out of range for num_labels=5"),
+    # A size given larger than the header's: the header's is the limit, and is named.
+    (b"2 10 5\n0 1:1\n1 12:1\n", {"num_features": 100},
+     r"x.txt, line 3: feature index 12 is out of range for num_features=10 declared by the "
+     r"header \(line 1\)"),
+    (b"2 10 5\n0 1:1\n6 2:1\n", {"num_labels": 50},
+     r"x.txt, line 3: label 6 is out of range for num_labels=5 declared by the header"),
     (b"0 1:1\n1 2:x\n", {}, r"x.txt, line 2: invalid feature value"),
     (b"2 0 3\n0 1:1\n", {}, r"x.txt, line 1: the header .* must be positive"),
     # Labels that are no ids are reported before any size is taken from them.

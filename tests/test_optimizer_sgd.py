@@ -85,6 +85,26 @@ def test_eager_equals_mxnet_dense_update(cfg, dtype, ours, theirs):
         _assert_equal(s, s_ref, "momentum")
 
 
+@CLASSES
+def test_eager_momentum_set_to_zero_midway_goes_on_as_mxnet(ours, theirs):
+    """A momentum schedule that ends at 0: MXNet goes on with its momentum operators at
+    momentum 0; the plain rule was given the momentum state too and failed ('expects 2
+    inputs, but got 3')."""
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((ROWS, COLS)).astype("float32")
+    ours, ref = ours(learning_rate=0.1, momentum=0.9, wd=0.01), theirs(learning_rate=0.1,
+                                                                        momentum=0.9, wd=0.01)
+    w, w_ref = mx.nd.array(w0), mx.nd.array(w0)
+    s, s_ref = ours.create_state(0, w), ref.create_state(0, w_ref)
+    for step, rows in enumerate(_schedule(rng, 12)):
+        if step == 6:
+            ours.momentum = ref.momentum = 0.0
+        g = _grad(rng, rows, "float32")
+        ours.update(0, w, g, s)
+        ref.update(0, w_ref, g.tostype("default"), s_ref)
+        _assert_equal(w, w_ref, "weight after step %d" % step)
+
+
 # ------------------------------------------------------------------ deferred
 def _deferred_run(cfg, dtype, steps, flush_every, ours=SparseSGD, theirs=mx.optimizer.SGD):
     """Deferred rule state driven directly; returns (weight, state, reference weight, state)."""

@@ -15,8 +15,13 @@ from ._errors import InputError
 
 def check_readable(path):
     """Raise InputError unless ``path`` is a file this process can open for reading."""
+    from ..data.libsvm import check_rereadable
     if os.path.isdir(path):
         raise InputError("%s is a directory, not a LibSVM file" % path)
+    try:
+        check_rereadable(path)  # before open(), which waits for a FIFO's writer
+    except ValueError as err:
+        raise InputError(str(err)) from None
     try:
         with open(path, "rb"):
             pass
@@ -84,11 +89,22 @@ def check_has_features(X, paths):
                                                              X.shape[0]))
 
 
+def _lines(text):
+    """The lines of a memory map or bytes, one copied at a time."""
+    start = 0
+    while start < len(text):
+        end = text.find(b"\n", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
 def _describe_non_finite(paths):
     """'FILE, line N: ...' for the first NaN or infinite feature value in ``paths``."""
+    from ..data.libsvm import open_libsvm_buffer
     for path in paths:
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
+        with open_libsvm_buffer(path) as text:  # a .gz or .bz2 file's text, not its bytes
+            for number, raw in enumerate(_lines(text), 1):
                 for token in raw.split(b"#", 1)[0].split()[1:]:
                     _, _, value = token.partition(b":")
                     try:

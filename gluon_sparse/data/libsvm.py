@@ -12,6 +12,7 @@ import gzip
 import logging
 import mmap
 import os
+import stat
 import time
 import zlib
 
@@ -29,7 +30,7 @@ _INT32_MAX = np.iinfo(np.int32).max
 _INT64_MAX = np.iinfo(np.int64).max
 # Errors of gzip / bz2 on a truncated or damaged file (EOFError: it ends early).
 DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error)
-_READ_BYTES = 1 << 20  # also the precision of the position in a decompression error
+_READ_BYTES = 1 << 20
 
 
 def decompression_error(path, err, offset, line):
@@ -59,6 +60,24 @@ def _fspath(path):
                         % type(path).__name__) from None
 
 
+def check_rereadable(path):
+    """Refuse a pipe or device: the whole-file readers read a file again to name the line
+    of an error (and the cache keys on its identity), which a pipe cannot give; its size
+    of 0 made it an empty file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # open() names what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = ("a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device")
+    raise ValueError("%s is %s, not a regular file: load_libsvm and LibSVMDataset read a "
+                     "file more than once (again to name the line of an error); write it to "
+                     "a file first, or read it with LibSVMStream, which reads it once"
+                     % (path, kind))
+
+
 @contextlib.contextmanager
 def open_libsvm_buffer(path):
     """Yield the bytes of ``path`` as a buffer: memory-mapped, or decompressed for .gz/.bz2.
@@ -67,8 +86,11 @@ def open_libsvm_buffer(path):
     ------
     FileNotFoundError
         If the file does not exist.
+    ValueError
+        If it is a pipe or a device, not a regular file.
     """
     path = _fspath(path)
+    check_rereadable(path)
     lower = path.lower()
     if lower.endswith(".gz") or lower.endswith(".bz2"):
         opener = gzip.open if lower.endswith(".gz") else bz2.open
@@ -76,7 +98,9 @@ def open_libsvm_buffer(path):
         with opener(path, "rb") as f:
             while True:
                 try:
-                    piece = f.read(_READ_BYTES)
+                    # read1: what one step of decompression gives (tens of kB), kept
+                    # when the next step fails, so the error's position is that close.
+                    piece = f.read1(_READ_BYTES)
                 except DECOMPRESSION_ERRORS as err:
                     line = 1 + sum(p.count(b"\n") for p in pieces)
                     raise decompression_error(path, err, offset, line) from err

@@ -99,8 +99,18 @@ def _check_finite(path, chunk, header, line_base):
         raise _row_error(path, header, line_base, found[0], "non-finite " + found[1])
 
 
+def _limit(given, header, column, name):
+    """``(size, its name in messages)``: the smaller of the size given and the header's."""
+    if header and header[column] < given:
+        return header[column], "%s=%d declared by the header (line 1)" % (name, header[column])
+    return given, "%s=%d" % (name, given)
+
+
 def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty):
-    """Validate labels and feature indices of a parsed file against the (declared) sizes."""
+    """Validate labels and feature indices of a parsed file against the sizes given and the
+    sizes its header declares."""
+    num_features, features_name = _limit(num_features, header, 1, "num_features")
+    num_labels, labels_name = _limit(num_labels, header, 2, "num_labels")
     def error(row, message):
         return _row_error(path, header, line_base, row, message)
 
@@ -110,15 +120,15 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
     counts = np.diff(chunk.label_ptr)
     bad = np.flatnonzero(chunk.labels >= num_labels)  # ids checked by _check_label_ids
     if bad.size:
-        raise error(int(_label_rows(chunk)[bad[0]]), "label %d is out of range for "
-                    "num_labels=%d" % (chunk.labels[bad[0]], num_labels))
+        raise error(int(_label_rows(chunk)[bad[0]]), "label %d is out of range for %s"
+                    % (chunk.labels[bad[0]], labels_name))
     if not allow_empty and np.any(counts == 0):
         raise error(int(np.argmax(counts == 0)), "the row has no label (pass allow_empty=True "
                                                  "to keep rows without labels)")
     found = chunk.first_index_at_least(num_features + shift)
     if found:
-        raise error(found[0], "feature index %d is out of range for num_features=%d"
-                    % (found[1], num_features))
+        raise error(found[0], "feature index %d is out of range for %s"
+                    % (found[1], features_name))
 
 
 def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",
@@ -190,10 +200,7 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
                          [int(max((c.labels.max() for c in chunks if c.labels.size),
                                   default=-1)) + 1, 1])
     for path, chunk, header, line_base in parsed:
-        declared_features = header[1] if header else num_features
-        declared_labels = header[2] if header else num_labels
-        _check_chunk(path, chunk, header, line_base, shift, min(num_features, declared_features),
-                     min(num_labels, declared_labels), allow_empty)
+        _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty)
     X = sp.vstack([sp.csr_matrix((c.values, c.indices.astype(np.int64) - shift, c.indptr),
                                  shape=(c.num_rows, num_features)) for c in chunks],
                   format="csr", dtype=dtype)

@@ -253,7 +253,10 @@ class SparseRuleMixin(abc.ABC):
         if self._steps_dense_copy(weight, grad):
             self._update_row_sparse_weight(index, weight, grad, state)
             return
-        if not self._uses_operator(weight, grad):
+        if not self._uses_operator(weight, grad) or len(_as_list(state)) != len(rule.state_names):
+            # Also MXNet's update where the state is not the rule's: momentum set to 0
+            # after the momentum state was made (MXNet's SGD and NAG then go on with
+            # their momentum operators at momentum 0).
             super().update(index, weight, grad, state)
             return
         self._update_count(index)
