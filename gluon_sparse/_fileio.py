@@ -31,6 +31,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 
 try:
     import fcntl
@@ -318,6 +319,21 @@ def _write_first_version(path, write):
     parent, base = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + base + ".tmp-", dir=parent)
+    # Held for the whole save, it tells a concurrent first save of the same
+    # directory that this one is alive (not a crash's leftover to remove); renamed
+    # with the directory, it is then the directory's writer lock.
+    lock = os.open(os.path.join(tmp, _LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _write_first_version_locked(path, tmp, write)
+    finally:
+        os.close(lock)
+
+
+def _write_first_version_locked(path, tmp, write):
+    """:func:`_write_first_version` in its temporary directory ``tmp``, whose lock is held."""
+    parent = os.path.dirname(path)
     try:
         _publish_mode(tmp, directory=True)
         version = "v-%06d" % 1
@@ -350,13 +366,44 @@ def _remove_old_layout_leftovers(path):
     copies of the flat layout's saves, which renamed the old model aside.
     (A first save of the same new directory running at this very moment in
     another process loses its temporary and fails with an error: first saves
-    are not serialised by the lock, which lives inside the directory.)
+    are not serialised by the directory's lock, which does not exist yet: a
+    temporary whose own lock is held belongs to such a live save and is kept.)
     """
     parent, base = os.path.split(path)
     for name in os.listdir(parent):
+        entry = os.path.join(parent, name)
+        if name.startswith("." + base + ".tmp-") and _save_in_progress(entry):
+            continue
         if (name.startswith("." + base + ".tmp-") or name.startswith("." + base + ".old-")) \
-                and os.path.isdir(os.path.join(parent, name)):
-            _remove(os.path.join(parent, name))
+                and os.path.isdir(entry):
+            _remove(entry)
+
+
+# A first save's temporary directory younger than this, without its lock file yet
+# (made a moment before it), is taken for a live save.
+_UNLOCKED_GRACE_SECONDS = 60
+
+
+def _save_in_progress(tmp):
+    """Whether another process's first save is writing ``tmp`` now (it holds its lock)."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(os.path.join(tmp, _LOCK_FILE), os.O_RDONLY)
+    except FileNotFoundError:
+        try:
+            return time.time() - os.stat(tmp).st_mtime < _UNLOCKED_GRACE_SECONDS
+        except OSError:
+            return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the flock if it was taken
+    return False
 
 
 def read_versioned_directory(path, names, legacy_files=(), attempts=100):

@@ -262,6 +262,30 @@ def test_ctrl_c_during_training_writes_nothing(tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("stage", ["version-renamed", "pointer-replaced", "cleaned"])
+def test_ctrl_c_during_the_save_says_whether_the_model_was_written(tmp_path, monkeypatch,
+                                                                   capsys, stage):
+    """After the pointer moved, the new model is the current one: the message said
+    'nothing was written'."""
+    from gluon_sparse import _fileio
+    model_dir = tmp_path / "m"
+    assert cli.main(["train", HEART_SCALE, "--model-dir", str(model_dir)] + FAST) == 0
+    capsys.readouterr()
+
+    def interrupt_at(name):
+        if name == stage:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_fileio, "_fault_hook", interrupt_at)
+    code = cli.main(["train", HEART_SCALE, "--model-dir", str(model_dir)] + FAST)
+    err = capsys.readouterr().err
+    assert code == 130
+    written = _fileio._read_pointer(str(model_dir)) == "v-000002"
+    assert written == (stage != "version-renamed")
+    assert ("interrupted after the model was written to" in err) == written
+    assert ("nothing was written" in err) == (not written)
+
+
 def test_launch_delegates_to_the_launcher(monkeypatch):
     from gluon_sparse.distributed import launcher
     seen = {}

@@ -74,3 +74,41 @@ def test_a_short_write_of_ndarrays_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="could not write .*net.params: .*disk full") as caught:
         _fileio.save_ndarrays(str(tmp_path / "net.params"), {"a": mx.nd.ones((2,))})
     assert caught.value.errno == errno.ENOSPC
+
+
+def test_two_first_saves_of_one_new_directory_both_land(tmp_path):
+    """A first save that finishes while another is still writing: the other's temporary
+    directory is alive (its lock is held), not a crash's leftover. It was removed, and the
+    other save failed with its trained model lost; now it lands as the next version."""
+    import threading
+    target = str(tmp_path / "model")
+    slow_started, fast_done = threading.Event(), threading.Event()
+    errors = []
+
+    def slow_write(directory):
+        slow_started.set()
+        assert fast_done.wait(30)
+        with open(os.path.join(directory, "who"), "w") as f:
+            f.write("slow")
+
+    def fast_write(directory):
+        with open(os.path.join(directory, "who"), "w") as f:
+            f.write("fast")
+
+    def save(write):
+        try:
+            _fileio.write_versioned_directory(target, write)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    slow = threading.Thread(target=save, args=(slow_write,), daemon=True)
+    slow.start()
+    assert slow_started.wait(30)
+    save(fast_write)
+    fast_done.set()
+    slow.join(30)
+    assert not slow.is_alive() and errors == []
+    assert _fileio._read_pointer(target) == "v-000002"
+    with open(os.path.join(target, "v-000002", "who")) as f:
+        assert f.read() == "slow"
+    assert [n for n in os.listdir(tmp_path) if n != "model"] == []  # nothing left beside it

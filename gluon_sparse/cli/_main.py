@@ -7,6 +7,17 @@ from ._errors import EXIT_INTERRUPTED, EXIT_USAGE, InputError
 from ._parser import build_parser
 
 
+def _model_version(args):
+    """The version ``train``'s model directory names now (None where it has none)."""
+    if args.command != "train" or not getattr(args, "model_dir", None):
+        return None
+    from .._fileio import _read_pointer
+    try:
+        return _read_pointer(args.model_dir)
+    except (OSError, ValueError):
+        return None
+
+
 def main(argv=None):
     """Run the command line; returns the exit status.
 
@@ -29,10 +40,16 @@ def main(argv=None):
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     prog = "gluon-sparse %s" % args.command
+    version_before = _model_version(args)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
-        print("%s: interrupted; nothing was written" % prog, file=sys.stderr)
+        if _model_version(args) != version_before:
+            # Ctrl-C after the save committed (its clean-up of old versions was cut short).
+            print("%s: interrupted after the model was written to %s"
+                  % (prog, os.path.abspath(args.model_dir)), file=sys.stderr)
+        else:
+            print("%s: interrupted; nothing was written" % prog, file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout has gone (`| head`): as every Unix filter, stop
