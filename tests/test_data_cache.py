@@ -227,3 +227,37 @@ def test_threads_of_one_process_writing_entries_keep_each_others_staging(tmp_pat
         thread.join()
     assert not errors
     assert len(entries(cache_dir)) == len(paths) and leftovers(cache_dir) == []
+
+
+def test_an_entry_is_as_readable_as_the_umask_makes_new_files(tmp_path):
+    """A shared cache: entries had mkdtemp's mode 0700, which the cache's other users could
+    not read (they discarded the entry and wrote their own, in turn unreadable)."""
+    path = tmp_path / "train.libsvm"
+    path.write_text(TEXT)
+    cache_dir = str(tmp_path / "cache")
+    old = os.umask(0o022)
+    try:
+        LibSVMDataset(str(path), cache=cache_dir)
+    finally:
+        os.umask(old)
+    (key,) = entries(cache_dir)
+    entry = os.path.join(cache_dir, key)
+    assert os.stat(entry).st_mode & 0o777 == 0o755
+    for name in os.listdir(entry):
+        assert os.stat(os.path.join(entry, name)).st_mode & 0o777 == 0o644, name
+
+
+def test_an_entry_this_user_cannot_read_is_left_alone(cached, monkeypatch, caplog):
+    """Permission denied is another user's entry, not a damaged one: parse, warn, keep."""
+    path, cache_dir, entry = cached
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", args[0])
+
+    monkeypatch.setattr(data_cache, "open", denied, raising=False)
+    with caplog.at_level(logging.WARNING, logger="gluon_sparse.data.cache"):
+        assert_equals_reference(LibSVMDataset(path, cache=cache_dir), path)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("cannot read cache entry %s" % entry in m for m in messages), messages
+    assert not any("discarding" in m for m in messages)
+    assert os.path.isdir(entry) and leftovers(cache_dir) == []

@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from .._fileio import atomic_file, fsync_directory
+from .._fileio import _publish_mode, atomic_file, fsync_directory
 
 __all__ = ["default_cache_dir", "load_cached", "save_cached", "cache_key"]
 
@@ -177,6 +177,11 @@ def load_cached(key, cache_dir):
             return None
         _discard(entry, err)
         return None
+    except PermissionError as err:
+        # Another user's entry (a shared cache): not corrupt, and not ours to remove.
+        logger.warning("cannot read cache entry %s (the files are parsed instead): %s",
+                       entry, err)
+        return None
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
         _discard(entry, err)
         return None
@@ -247,6 +252,8 @@ def save_cached(key, cache_dir, X, y, zero_based, sources):
         # The pid in the name tells a later save whether the writer still runs.
         staging = tempfile.mkdtemp(prefix="%s%s-%d-" % (_STAGING_PREFIX, key, os.getpid()),
                                    dir=cache_dir)
+        # mkdtemp's 0700 would keep the entry from the other users of a shared cache.
+        _publish_mode(staging, directory=True)
         files = {}
         for name, array in zip(_ARRAYS, (X.data, X.indices, X.indptr, y)):
             with atomic_file(os.path.join(staging, name + ".npy"), "wb") as f:
