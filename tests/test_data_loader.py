@@ -311,3 +311,41 @@ def test_data_iter_pads_after_a_reset_with_the_new_epochs_first_rows():
         np.testing.assert_array_equal(last.data[0].asnumpy()[1:], first.data[0].asnumpy()[:3])
         np.testing.assert_array_equal(last.label[0].asnumpy()[1:], first.label[0].asnumpy()[:3])
         it.reset()
+
+
+class _SlowDataset:
+    """A generic dataset whose items take a while (a fetch, a decode), counting calls."""
+
+    def __init__(self, n=400, seconds=0.02):
+        self.calls, self._seconds, self._n = 0, seconds, n
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        time.sleep(self._seconds)
+        with self._lock:
+            self.calls += 1
+        return np.full(3, i, np.float32), np.float32(i % 2)
+
+
+@pytest.mark.parametrize("prefetch, num_workers", [(0, 3), (2, 3), (2, 0)])
+def test_leaving_an_epoch_early_stops_the_batches_being_built(prefetch, num_workers):
+    """Ctrl-C or a break: the builds in flight stop after their current item. The loop
+    waited for every batch being built (30 s and more for a slow dataset, twice), and the
+    pool's threads held up the interpreter's exit for as long."""
+    dataset = _SlowDataset()
+    loader = SparseDataLoader(dataset, batch_size=20, num_workers=num_workers,
+                              prefetch=prefetch)
+    batches = iter(loader)
+    first, _ = next(batches)
+    np.testing.assert_array_equal(first.asnumpy()[:, 0], np.arange(20))
+    at_break = dataset.calls
+    batches.close()  # what a break or an exception out of the for loop does
+    extra = dataset.calls - at_break
+    # At most the item each builder was fetching when told to stop.
+    assert extra <= max(num_workers, 1) + 1, extra
+    assert not [t for t in threading.enumerate() if t.name.startswith("gluon-sparse")]
+    # And the next epoch runs in full.
+    assert sum(x.shape[0] for x, _ in loader) == 400

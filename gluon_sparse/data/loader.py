@@ -1,6 +1,7 @@
 """SparseDataLoader: CSR batches from a dataset, built in bulk and prefetched."""
 import collections
 import concurrent.futures
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,6 +11,10 @@ from .prefetch import Prefetcher
 from .sampler import BatchSampler, PartitionSampler
 
 __all__ = ["SparseDataLoader"]
+
+class _Stopped(Exception):
+    """A batch build abandoned because its iteration ended."""
+
 
 class SparseDataLoader:
     """Iterate over a sparse dataset in ``(data, label)`` batches.
@@ -118,15 +123,22 @@ class SparseDataLoader:
     def __len__(self):
         return len(self._batch_sampler)
 
-    def _build(self, indices):
+    def _build(self, indices, stop):
         if self._batchify is not None:
             return self._batchify(indices)
-        return stack_samples([self._dataset[int(i)] for i in indices], dtype=self._dtype)
+        samples = []
+        for i in indices:
+            # A generic dataset's item may be slow (a fetch, a decode): a stopped
+            # iteration (Ctrl-C, a break) waits for one item, not for a whole batch.
+            if stop.is_set():
+                raise _Stopped
+            samples.append(self._dataset[int(i)])
+        return stack_samples(samples, dtype=self._dtype)
 
-    def _batches(self):
+    def _batches(self, stop):
         if self._num_workers <= 1:
             for indices in self._batch_sampler:
-                yield self._build(indices)
+                yield self._build(indices, stop)
             return
         # An ordered map with a bounded window of submitted batches.
         window = self._num_workers + max(self._prefetch, 1)
@@ -135,12 +147,14 @@ class SparseDataLoader:
             pending = collections.deque()
             try:
                 for indices in self._batch_sampler:
-                    pending.append(pool.submit(self._build, indices))
+                    pending.append(pool.submit(self._build, indices, stop))
                     if len(pending) >= window:
                         yield pending.popleft().result()
                 while pending:
                     yield pending.popleft().result()
             finally:
+                # The pool's exit waits for the batches being built: they stop early.
+                stop.set()
                 for future in pending:
                     future.cancel()
 
@@ -157,13 +171,20 @@ class SparseDataLoader:
 
     def __iter__(self):
         transform = self._to_context if self._ctx is not None else None
+        stop = threading.Event()  # set when this iteration ends early: builds stop
         if self._prefetch == 0:
-            for batch in self._batches():
+            for batch in self._batches(stop):
                 yield batch if transform is None else transform(batch)
             return
-        with Prefetcher(self._batches(), depth=self._prefetch, transform=transform,
+        with Prefetcher(self._batches(stop), depth=self._prefetch, transform=transform,
                         adaptive=True) as batches:
-            yield from batches
+            try:
+                # Not `yield from`: it would close the prefetcher (and wait for its
+                # thread) before this finally could tell the builds to stop.
+                for batch in batches:
+                    yield batch
+            finally:
+                stop.set()  # before the prefetcher waits for its thread
 
     def as_data_iter(self, data_name="data", label_name="softmax_label"):
         """This loader as an ``mx.io.DataIter`` for the Module API.

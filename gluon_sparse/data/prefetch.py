@@ -319,6 +319,8 @@ class Prefetcher:
 
     def close(self):
         """Stop the worker thread and wait for it to exit (idempotent)."""
+        if self._stop.is_set():
+            return  # closed already: its wait is not repeated (by __del__ after __exit__)
         self._done = True
         self._stop.set()
         if threading.current_thread() is self._thread:
