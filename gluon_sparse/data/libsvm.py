@@ -228,10 +228,10 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     Examples
     --------
     >>> X, y = load_libsvm("heart_scale")  # doctest: +SKIP
-    >>> X.shape
+    >>> X.shape  # doctest: +SKIP
     (270, 13)
     >>> X, y, zero_based = load_libsvm("heart_scale", return_zero_based=True)  # doctest: +SKIP
-    >>> zero_based  # heart_scale's indices start at 1
+    >>> zero_based  # heart_scale's indices start at 1  # doctest: +SKIP
     False
     """
     _check_zero_based(zero_based)

@@ -226,6 +226,9 @@ def labels_to_indicator(label_lists, num_labels=None, dtype="float32"):
         The positive label ids of each row (may be empty).
     num_labels : int, optional
         Default: the largest id + 1.
+    dtype : str or numpy.dtype, default 'float32'
+        Data type of the indicator's stored values, each 1 (an id given twice
+        in a row is stored once).
     """
     lengths = [len(labels) for labels in label_lists]
     ids = np.fromiter((int(l) for labels in label_lists for l in labels), dtype=np.int64,

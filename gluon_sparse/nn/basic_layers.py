@@ -253,6 +253,10 @@ class FullyConnectedSparse(_SparseInputBlock):
     weight_grad_stype : {'row_sparse', 'default'}, default 'row_sparse'
         Storage type of the weight gradient. ``'default'`` gives a dense gradient
         (useful only to measure what sparsity saves).
+    prefix : str, optional
+        Prefix of this block's parameter names (Gluon's Block argument).
+    params : ParameterDict, optional
+        Parameters to share with another block (Gluon's Block argument).
 
     Notes
     -----
@@ -390,6 +394,10 @@ class FactorizationMachine(_SparseInputBlock):
         Initializer of ``w``.
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of ``w_0``.
+    prefix : str, optional
+        Prefix of this block's parameter names (Gluon's Block argument).
+    params : ParameterDict, optional
+        Parameters to share with another block (Gluon's Block argument).
 
     Notes
     -----

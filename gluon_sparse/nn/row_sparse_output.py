@@ -133,7 +133,10 @@ class SampledOutputRowSparseWeight(SampledOutput):
         Labels ``L`` and input width ``H`` (required).
     **kwargs
         As for :class:`~gluon_sparse.nn.SampledOutput` (``num_sampled``,
-        ``sampler``, ``loss``, ``seed``, ...).
+        ``sampler``, ``loss``, ``seed``, ...), including Gluon's Block
+        arguments ``prefix`` (prefix of this block's parameter names) and
+        ``params`` (a ParameterDict of parameters to share with another
+        block).
 
     Notes
     -----

@@ -145,6 +145,10 @@ class FullyConnectedSparseRowSparseWeight(Block):
         Initializer of the ``(in_units, units)`` weight.
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
+    prefix : str, optional
+        Prefix of this block's parameter names (Gluon's Block argument).
+    params : ParameterDict, optional
+        Parameters to share with another block (Gluon's Block argument).
 
     Notes
     -----

@@ -156,6 +156,10 @@ class SampledOutput(HybridBlock):
         is then the same at every ``num_labels``. When ``num_sampled`` covers
         every label that is not a positive, every label is a candidate (the
         exact loss).
+    prefix : str, optional
+        Prefix of this block's parameter names (Gluon's Block argument).
+    params : ParameterDict, optional
+        Parameters to share with another block (Gluon's Block argument).
 
     Notes
     -----

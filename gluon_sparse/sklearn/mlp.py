@@ -242,10 +242,13 @@ class SparseMLPClassifier(ClassOutputMixin, SparseClassifierMixin, _BaseSparseML
 """ + """
     Examples
     --------
-    >>> import scipy.sparse as sp
+    >>> import numpy as np, scipy.sparse as sp
     >>> from gluon_sparse.sklearn import SparseMLPClassifier
     >>> X = sp.random(100, 10000, density=0.001, format="csr", random_state=0)
-    >>> y = (X.sum(axis=1).A1 > 0.2).astype(int)
+    >>> row_sums = X.sum(axis=1).A1
+    >>> y = (row_sums > np.median(row_sums)).astype(int)  # two balanced classes
+    >>> np.bincount(y)
+    array([50, 50])
     >>> clf = SparseMLPClassifier(hidden_layer_sizes=(16,), max_iter=5, random_state=0)
     >>> clf.fit(X, y).predict(X[:3]).shape
     (3,)

@@ -128,11 +128,14 @@ class SparseNetClassifier(SparseClassifierMixin, _BaseSparseNetWrapper):
 
     Examples
     --------
-    >>> import scipy.sparse as sp
+    >>> import numpy as np, scipy.sparse as sp
     >>> from gluon_sparse.nn import FactorizationMachine
     >>> from gluon_sparse.sklearn import SparseNetClassifier
     >>> X = sp.random(100, 10000, density=0.001, format="csr", random_state=0)
-    >>> y = (X.sum(axis=1).A1 > 0.2).astype(int)
+    >>> row_sums = X.sum(axis=1).A1
+    >>> y = (row_sums > np.median(row_sums)).astype(int)  # two balanced classes
+    >>> np.bincount(y)
+    array([50, 50])
     >>> def fm(n_outputs):
     ...     return FactorizationMachine(factor_size=4)
     >>> clf = SparseNetClassifier(module=fm, max_iter=3, random_state=0).fit(X, y)
