@@ -316,7 +316,7 @@ def test_data_iter_pads_after_a_reset_with_the_new_epochs_first_rows():
 class _SlowDataset:
     """A generic dataset whose items take a while (a fetch, a decode), counting calls."""
 
-    def __init__(self, n=400, seconds=0.02):
+    def __init__(self, n=120, seconds=0.02):
         self.calls, self._seconds, self._n = 0, seconds, n
         self._lock = threading.Lock()
 
@@ -348,4 +348,4 @@ def test_leaving_an_epoch_early_stops_the_batches_being_built(prefetch, num_work
     assert extra <= max(num_workers, 1) + 1, extra
     assert not [t for t in threading.enumerate() if t.name.startswith("gluon-sparse")]
     # And the next epoch runs in full.
-    assert sum(x.shape[0] for x, _ in loader) == 400
+    assert sum(x.shape[0] for x, _ in loader) == 120
