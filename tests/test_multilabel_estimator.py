@@ -303,6 +303,10 @@ def test_libsvm_paths_fit_with_the_files_labels_and_index_base(data, tmp_path):
                                   reference.predict_top_k(X[:, 1:], k=3)[1])
     with pytest.raises(ValueError, match="test.txt, line 1: .*index 0 with zero_based=False"):
         from_path.predict(str(test))  # refused, not read with its columns shifted
+    # score(path) takes the file's labels, as fit(path) does.
+    assert from_path.score(str(train)) == from_path.score(str(train), Y)
+    _write_multilabel(tmp_path / "unseen.txt", X[:5], [[99]] * 5)  # a label the model lacks
+    assert from_path.score(str(tmp_path / "unseen.txt")) == 0.0
     with pytest.warns(ConvergenceWarning):
         SparseMultiLabelClassifier(**dict(FAST, max_iter=1)).fit([train], Y)
 

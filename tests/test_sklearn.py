@@ -151,6 +151,13 @@ def test_libsvm_path_and_dataset_inputs():
     np.testing.assert_array_equal(from_path.predict_proba(HEART_SCALE), expected)
     np.testing.assert_array_equal(from_dataset.predict_proba(LibSVMDataset(HEART_SCALE)), expected)
     assert from_path.score(HEART_SCALE, y) == reference.score(X, y)
+    # As fit(path): score(path) takes the file's labels (it failed: 'missing y').
+    assert from_path.score(HEART_SCALE) == reference.score(X, y)
+    regressor = SparseMLPRegressor(**params).fit(HEART_SCALE)
+    assert regressor.score(HEART_SCALE) == regressor.score(X, y)
+    with pytest.raises(ValueError, match=r"score needs y, the true targets of X \(or X as a "
+                                         r"LibSVM path"):
+        reference.score(X)
 
 
 def test_a_list_of_paths_is_read_as_one_file(tmp_path):

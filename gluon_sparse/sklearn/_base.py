@@ -160,6 +160,16 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
             self.zero_based_ = zero_based
         return X, y
 
+    def _scoring_data(self, X, y):
+        """``(X, y)`` for ``score``: a LibSVM source's own labels where ``y`` is None, as
+        ``fit`` reads them."""
+        if y is None:
+            if not is_libsvm_source(X):
+                raise ValueError("%s.score needs y, the true targets of X (or X as a LibSVM "
+                                 "path, whose labels are then read)" % type(self).__name__)
+            X, y = self._read_libsvm(X, training=False)
+        return X, y
+
     def _validate_X(self, X, reset):
         """Validate ``X`` for prediction; returns float32 CSR."""
         if is_libsvm_source(X):

@@ -39,6 +39,15 @@ class SparseClassifierMixin(ClassifierMixin):
     Labels may be of any type scikit-learn classifies (strings too).
     """
 
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy on ``X`` against ``y`` (scikit-learn's ``ClassifierMixin.score``).
+
+        ``X`` may be a LibSVM path, as in ``fit``: with ``y=None`` the file's labels
+        are the true ones.
+        """
+        X, y = self._scoring_data(X, y)
+        return super().score(X, y, sample_weight)
+
     def _multi_output_targets(self):
         return False
 
@@ -175,6 +184,16 @@ class SparseClassifierMixin(ClassifierMixin):
 
 class SparseRegressorMixin(RegressorMixin):
     """Regression part: float targets (one or several columns), squared loss."""
+
+    def score(self, X, y=None, sample_weight=None):
+        """R^2 of the predictions on ``X`` against ``y`` (scikit-learn's
+        ``RegressorMixin.score``).
+
+        ``X`` may be a LibSVM path, as in ``fit``: with ``y=None`` the file's
+        labels are the true targets.
+        """
+        X, y = self._scoring_data(X, y)
+        return super().score(X, y, sample_weight)
 
     def _multi_output_targets(self):
         return True

@@ -380,17 +380,28 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         indicator.sort_indices()
         return indicator
 
-    def score(self, X, y, sample_weight=None):
+    def _scoring_data(self, X, y):
+        from_file = y is None
+        X, y = super()._scoring_data(X, y)
+        if from_file:
+            # The file's label ids, as lists: its indicator is as wide as its own largest
+            # id, not as the model's labels, and ids unseen at fit count as misses.
+            y = [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
+        return X, y
+
+    def score(self, X, y=None, sample_weight=None):
         """Precision@1: the share of rows whose best predicted label is one of their labels.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or LibSVM path(s)
         y : indicator matrix, list of label lists, or 1-D labels (as at fit)
-            Labels not seen at fit count as not found.
+            Labels not seen at fit count as not found. None: the labels of the
+            LibSVM file ``X``, as ``fit`` reads them.
         sample_weight : array-like of shape (n_samples,), optional
         """
         check_is_fitted(self, "n_outputs_")
+        X, y = self._scoring_data(X, y)
         X = self._validate_X(X, reset=False)
         Y = self._internal(self._encode_labels(y, False, X.shape[0], drop_unknown=True))
         best, _ = self._top_k_internal(X, 1)
