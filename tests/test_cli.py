@@ -162,9 +162,15 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
      "--task regression does not apply"),
     (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--validation-fraction",
       "0.999"], "leaves none to train on"),
-    # MXNet's Adamax: 0 / 0 for a weight whose gradient is always 0 (a NaN model was saved).
+    # MXNet's Adamax: 0 / 0 for a weight whose gradient is always 0 (a NaN model was saved;
+    # then the run was refused only after its last epoch).
     (["train", HEART_SCALE, "--model-dir", "m", "--optimizer", "adamax", "--epochs", "1"],
-     "non-finite weights"),
+     "--optimizer adamax: MXNet's Adamax divides by its state u"),
+    (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--optimizer",
+      "sparseadamax"], "--optimizer sparseadamax: MXNet's Adamax divides"),
+    # A flag of the other mode: it was accepted and ignored.
+    (["train", HEART_SCALE, "--model-dir", "m", "--num-sampled", "8"],
+     "--num-sampled applies to --multilabel training"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
     (tmp_path / "bad.svm").write_text("1 1:0.5 2:0.25\n+1 3:oops\n")

@@ -40,6 +40,20 @@ def test_train_writes_a_multilabel_model(files, capsys):
     assert model.n_outputs_ == 60 and model.n_iter_ == 3
 
 
+def test_batch_size_clipping_is_said(files, tmp_path, caplog):
+    """As without --multilabel: a batch larger than the data is one batch, with a warning
+    (it was clipped without one)."""
+    d, _, _, _ = files
+    with caplog.at_level("WARNING", logger="gluon_sparse.cli"):
+        assert cli.main(["train", "--multilabel", str(d / "test.txt"), "--model-dir",
+                         str(tmp_path / "m"), "--epochs", "1", "--hidden", "4", "--num-sampled",
+                         "2", "--batch-size", "5000", "--validation-fraction", "0",
+                         "--quiet"]) == 0
+    assert any("--batch-size 5000 is larger than the 200 training samples" in r.getMessage()
+               for r in caplog.records)
+    assert load(tmp_path / "m").batch_size == 200
+
+
 def test_predict_top_k_lines_match_the_model(files, tmp_path):
     d, Xt, _, model_dir = files
     out = tmp_path / "pred.txt"

@@ -14,8 +14,9 @@ import time
 
 import numpy as np
 
-from . import _files
+from . import _files, _train
 from ._errors import InputError
+from ._parser import DEFAULT_NUM_SAMPLED
 
 __all__ = ["train", "predict_top_k", "evaluate", "is_multilabel_model", "ranking_metrics"]
 
@@ -92,6 +93,8 @@ def train(args):
         raise InputError("train --multilabel needs DATA: multi-label LibSVM or XC file(s)")
     if args.test and args.validation_fraction is not None:
         raise InputError("pass --test or --validation-fraction, not both")
+    _train.check_optimizer(args)
+    num_sampled = DEFAULT_NUM_SAMPLED if args.num_sampled is None else args.num_sampled
     if args.task != "classification":
         raise InputError("--multilabel trains a classifier: --task %s does not apply" % args.task)
     if not args.hidden:
@@ -113,12 +116,13 @@ def train(args):
                              % (fraction, X.shape[0]))
         X_test, Y_test = (X[order[:n_test]], Y[order[:n_test]]) if n_test else (None, None)
         X, Y = X[order[n_test:]], Y[order[n_test:]]
+    batch_size = _train.clipped_batch_size(args.batch_size, X.shape[0])
     model = SparseMultiLabelClassifier(
-        hidden_layer_sizes=args.hidden, num_sampled=args.num_sampled,
-        batch_size=min(args.batch_size, X.shape[0]), learning_rate_init=args.lr,
+        hidden_layer_sizes=args.hidden, num_sampled=num_sampled,
+        batch_size=batch_size, learning_rate_init=args.lr,
         alpha=args.alpha, optimizer=args.optimizer, ctx=args.ctx, random_state=args.seed)
     print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d"
-          % (",".join(map(str, model.hidden_layer_sizes)), args.num_sampled, args.lr,
+          % (",".join(map(str, model.hidden_layer_sizes)), num_sampled, args.lr,
              model.batch_size))
     if replacing:
         print("model-dir: %s holds a model; it will be replaced when training ends"

@@ -18,6 +18,7 @@ DEFAULT_EPOCHS = 4
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_LR = 1e-3
 DEFAULT_VALIDATION_FRACTION = 0.2
+DEFAULT_NUM_SAMPLED = 1024  # train --multilabel's --num-sampled
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
@@ -89,8 +90,9 @@ def build_parser():
                        help="multi-label LibSVM ('3,17,204 f:v ...') or extreme-classification "
                             "files: train a SparseMultiLabelClassifier (sampled output layer); "
                             "reports P@1/3/5 and nDCG@1/3/5")
-    train.add_argument("--num-sampled", type=types.positive(int), default=1024,
-                       help="--multilabel: negative labels sampled per batch (default 1024)")
+    train.add_argument("--num-sampled", type=types.positive(int), default=None,
+                       help="--multilabel: negative labels sampled per batch (default %d)"
+                            % DEFAULT_NUM_SAMPLED)
     train.set_defaults(handler=_train.train)
 
     predict = commands.add_parser("predict", help="write one prediction a line",

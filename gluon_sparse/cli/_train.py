@@ -25,6 +25,10 @@ def train(args):
         from . import _multilabel
         return _multilabel.train(args)
     start = time.perf_counter()
+    check_optimizer(args)
+    if args.num_sampled is not None:
+        raise InputError("--num-sampled applies to --multilabel training (its sampled output "
+                         "layer) only")
     fraction = _validation_fraction(args)
     for path in args.data + ([args.test] if args.test else []):
         _files.check_readable(path)
@@ -73,6 +77,16 @@ def train(args):
     return 0
 
 
+def check_optimizer(args):
+    """Refuse, before any work, an optimizer that cannot train these networks from here."""
+    if "adamax" in args.optimizer:
+        # Checked after training it would waste the run: the estimators refuse the NaN.
+        raise InputError("--optimizer %s: MXNet's Adamax divides by its state u, which stays 0 "
+                         "for the features and units no gradient reaches, so their weights "
+                         "become NaN, and its epsilon cannot be set from the command line; "
+                         "choose another optimizer (e.g. sparseadam)" % args.optimizer)
+
+
 def _validation_fraction(args):
     if args.test and args.validation_fraction is not None:
         raise InputError("--validation-fraction holds out part of the training data when no "
@@ -114,14 +128,19 @@ def _can_stratify(y, fraction):
     return counts.min() >= 2 and len(counts) <= fraction * len(y)
 
 
-def _build_model(args, n_train, classify):
-    from ..sklearn import SparseMLPClassifier, SparseMLPRegressor
-    batch_size = args.batch_size
+def clipped_batch_size(batch_size, n_train):
+    """``--batch-size``, at most the training samples (said once, with a warning)."""
     if batch_size > n_train:
         # Said once here; the estimator would otherwise warn at every epoch.
         logger.warning("--batch-size %d is larger than the %d training samples: each epoch is "
                        "one batch of %d", batch_size, n_train, n_train)
-        batch_size = n_train
+        return n_train
+    return batch_size
+
+
+def _build_model(args, n_train, classify):
+    from ..sklearn import SparseMLPClassifier, SparseMLPRegressor
+    batch_size = clipped_batch_size(args.batch_size, n_train)
     estimator = SparseMLPClassifier if classify else SparseMLPRegressor
     return estimator(hidden_layer_sizes=args.hidden, batch_size=batch_size,
                      learning_rate_init=args.lr, alpha=args.alpha, optimizer=args.optimizer,

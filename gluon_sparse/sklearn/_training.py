@@ -100,8 +100,10 @@ def raise_if_diverged(estimator, module, always):
     else:
         cause = ("the training diverged. Try a smaller learning_rate_init (now %g), or scale "
                  "the input and targets" % estimator.learning_rate_init)
+    # loss_curve_: every epoch the weights went through (n_iter_ counts this call's only).
     raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
-                     "epochs: %s" % (type(estimator).__name__, name, estimator.n_iter_, cause))
+                     "epochs: %s" % (type(estimator).__name__, name, len(estimator.loss_curve_),
+                                     cause))
 
 
 class TrainingMixin:
