@@ -5,7 +5,8 @@ entries) goes through :func:`atomic_file`: the content is written to a
 temporary file beside the destination, flushed to disk and renamed over it in
 one ``os.replace``, so a reader sees the old file or the new one, never a
 half-written one, and a crash leaves at most a hidden temporary file behind
-(named ``.<name>.tmp-*``, removed when the write fails in Python).
+(named ``.<name>.tmp-<pid>-*``, removed when the write fails in Python, and by
+the next write of the same file once the process that left it is gone).
 
 A set of files that must change together (a model: its parameters and its
 description) is a *versioned directory*, written by
@@ -38,8 +39,9 @@ try:
 except ImportError:  # not POSIX: saves of one directory must then not overlap
     fcntl = None
 
-__all__ = ["atomic_file", "fsync_directory", "save_ndarrays", "write_versioned_directory",
-           "read_versioned_directory", "versioned_directory_state", "POINTER_FILE"]
+__all__ = ["atomic_file", "atomic_path", "fsync_directory", "process_exists", "save_ndarrays",
+           "write_versioned_directory", "read_versioned_directory", "versioned_directory_state",
+           "POINTER_FILE"]
 
 POINTER_FILE = "CURRENT"
 _LOCK_FILE = ".lock"
@@ -131,29 +133,79 @@ def atomic_file(path, mode="w", **open_kwargs):
     if mode not in ("w", "wb"):
         raise ValueError("atomic_file writes whole files: mode must be 'w' or 'wb', not %r"
                          % (mode,))
+    with atomic_path(path) as tmp:
+        with open(tmp, mode, **open_kwargs) as f:
+            yield f
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """The name of a temporary file that replaces ``path`` when the block ends without error.
+
+    For writers that take a file name (``mx.nd.save``); :func:`atomic_file` is
+    this with the file opened. The temporary, ``.<name>.tmp-<pid>-*`` beside
+    ``path``, is flushed to disk and renamed over ``path``; on an exception it
+    is removed. What a killed writer left (its process gone) is removed by the
+    next write of ``path``.
+    """
     path = os.path.abspath(path)
-    directory = os.path.dirname(path)
+    directory, name = os.path.split(path)
     if not os.path.isdir(directory):
         raise FileNotFoundError("cannot write %s: directory %s does not exist"
                                 % (path, directory))
-    handle, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-",
+    _remove_dead_writers_temporaries(directory, name)
+    handle, tmp = tempfile.mkstemp(prefix="%s%d-" % (_temporary_prefix(name), os.getpid()),
                                    dir=directory)
+    os.close(handle)
     try:
         try:
             # A file replaced keeps its permission bits (a 0640 file stays 0640).
             os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
         except FileNotFoundError:
             _publish_mode(tmp)
-        with os.fdopen(handle, mode, **open_kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
     fsync_directory(directory)
+
+
+def _temporary_prefix(name):
+    return "." + name + ".tmp-"
+
+
+def _remove_dead_writers_temporaries(directory, name):
+    """Remove the ``.<name>.tmp-<pid>-*`` files whose writer process no longer runs."""
+    prefix = _temporary_prefix(name)
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.startswith(prefix):
+            continue
+        pid = entry[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and "-" in entry[len(prefix):] and not process_exists(int(pid)):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, entry))
+
+
+def process_exists(pid):
+    """Whether process ``pid`` runs (someone else's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_pointer(path):

@@ -112,3 +112,40 @@ def test_two_first_saves_of_one_new_directory_both_land(tmp_path):
     with open(os.path.join(target, "v-000002", "who")) as f:
         assert f.read() == "slow"
     assert [n for n in os.listdir(tmp_path) if n != "model"] == []  # nothing left beside it
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
+    """A writer killed before its rename leaves its temporary; the next write of the same
+    file removes it once that process is gone (checkpoints piled up two copies a kill),
+    and leaves a live writer's alone."""
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    target = tmp_path / "net.params"
+    left = tmp_path / (".net.params.tmp-%d-abc123" % dead.pid)
+    live = tmp_path / (".net.params.tmp-%d-def456" % os.getpid())
+    other = tmp_path / (".other.tmp-%d-abc123" % dead.pid)
+    for path in (left, live, other):
+        path.write_bytes(b"partial")
+    with _fileio.atomic_file(str(target), "wb") as f:
+        f.write(b"whole")
+    assert target.read_bytes() == b"whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["net.params", live.name, other.name])
+
+
+def test_atomic_path_gives_a_name_to_write(tmp_path):
+    """For writers that take a file name (mx.nd.save): all or nothing, as atomic_file."""
+    target = tmp_path / "a.params"
+    with _fileio.atomic_path(str(target)) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"one")
+        assert not target.exists()
+    assert target.read_bytes() == b"one"
+    with pytest.raises(RuntimeError):
+        with _fileio.atomic_path(str(target)) as tmp:
+            with open(tmp, "wb") as f:
+                f.write(b"two")
+            raise RuntimeError
+    assert target.read_bytes() == b"one" and os.listdir(tmp_path) == ["a.params"]

@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from .._fileio import _publish_mode, atomic_file, fsync_directory
+from .._fileio import _publish_mode, atomic_file, fsync_directory, process_exists
 
 __all__ = ["default_cache_dir", "load_cached", "save_cached", "cache_key"]
 
@@ -203,20 +203,10 @@ def _remove_stale_staging(cache_dir):
             pid = int(name.rsplit("-", 2)[-2])
         except (ValueError, IndexError):
             pid = None
-        if pid is not None and _process_exists(pid):
+        if pid is not None and process_exists(pid):
             continue  # a live writer's staging: not ours to touch
         logger.info("removing %s left by an interrupted cache write", name)
         shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
-
-
-def _process_exists(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _ChecksummingWriter:

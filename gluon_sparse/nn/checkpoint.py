@@ -15,8 +15,6 @@ model. The file stays MXNet's ``nd.save`` format (see
 """
 import json
 import os
-import shutil
-import tempfile
 
 import mxnet as mx
 import numpy as np
@@ -98,18 +96,9 @@ def save_compact_parameters(net, filename, initial):
     description = json.dumps({"format": _FORMAT, "rows_left_to_initialiser": left_out})
     to_save[_DESCRIPTION_KEY] = mx.nd.array(np.frombuffer(description.encode(), dtype=np.uint8),
                                             dtype=np.uint8)
-    # nd.save writes only to a named file: write a scratch one, then copy it
-    # through atomic_file (the compact file is small; the copy is what makes
-    # the replacement atomic and flushed).
-    scratch = tempfile.mkdtemp(prefix="." + os.path.basename(filename) + ".tmp-",
-                               dir=os.path.dirname(filename))
-    try:
-        _fileio.save_ndarrays(os.path.join(scratch, "params"), to_save)
-        with open(os.path.join(scratch, "params"), "rb") as source, \
-                _fileio.atomic_file(filename, "wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # nd.save writes the temporary file that replaces filename (flushed, renamed).
+    with _fileio.atomic_path(filename) as tmp:
+        _fileio.save_ndarrays(tmp, to_save)
 
 
 def _read(filename):
