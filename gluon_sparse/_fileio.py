@@ -247,7 +247,8 @@ def versioned_directory_state(path, legacy_files=()):
     path = os.fspath(path)
     if not os.path.lexists(path):
         return "missing"
-    if not os.path.isdir(path) or os.path.islink(path):
+    # A symbolic link to a directory is that directory: versions are written inside it.
+    if not os.path.isdir(path):
         return "other"
     entries = os.listdir(path)
     if not entries:
@@ -337,7 +338,7 @@ def write_versioned_directory(path, write, legacy_files=()):
         tmp = tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=path)
         try:
             _publish_mode(tmp, directory=True)
-            write(tmp)
+            _write_naming_path(write, tmp, path)
             _fsync_tree(tmp)
             numbers = [int(m.group(1)) for m in map(_VERSION.match, os.listdir(path)) if m]
             version = "v-%06d" % (max(numbers, default=0) + 1)
@@ -359,6 +360,18 @@ def write_versioned_directory(path, write, legacy_files=()):
         _remove_old_layout_leftovers(path)
         _fault_point("cleaned")
     return os.path.join(path, version)
+
+
+def _write_naming_path(write, directory, path):
+    """``write(directory)``; an OSError that names no file (a full disk while closing a
+    file, say) is raised again naming the directory being saved, ``path``."""
+    try:
+        write(directory)
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, "could not write %s: %s" % (path, err.strerror or err),
+                      path) from err
 
 
 def _write_first_version(path, write):
@@ -390,7 +403,7 @@ def _write_first_version_locked(path, tmp, write):
         _publish_mode(tmp, directory=True)
         version = "v-%06d" % 1
         os.mkdir(os.path.join(tmp, version))
-        write(os.path.join(tmp, version))
+        _write_naming_path(write, os.path.join(tmp, version), path)
         with open(os.path.join(tmp, POINTER_FILE), "w") as f:
             f.write(version + "\n")
         _fsync_tree(tmp)

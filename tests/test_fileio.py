@@ -149,3 +149,41 @@ def test_atomic_path_gives_a_name_to_write(tmp_path):
                 f.write(b"two")
             raise RuntimeError
     assert target.read_bytes() == b"one" and os.listdir(tmp_path) == ["a.params"]
+
+
+def test_a_link_to_a_model_directory_is_that_directory(tmp_path):
+    """Versions are written inside the link's target; the link was 'not a model
+    directory', refused by save and by train --model-dir."""
+    real, link = tmp_path / "real", tmp_path / "link"
+
+    def write(text):
+        def writer(directory):
+            with open(os.path.join(directory, "f"), "w") as f:
+                f.write(text)
+        return writer
+
+    _fileio.write_versioned_directory(str(real), write("one"))
+    os.symlink(real, link)
+    assert _fileio.versioned_directory_state(str(link)) == "versioned"
+    _fileio.write_versioned_directory(str(link), write("two"))
+    assert os.path.islink(link) and _fileio._read_pointer(str(real)) == "v-000002"
+    assert (real / "v-000002" / "f").read_text() == "two"
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    assert _fileio.versioned_directory_state(str(tmp_path / "dangling")) == "other"
+
+
+def test_an_error_without_a_file_name_is_given_the_directorys(tmp_path):
+    """A full disk while json.dump writes: OSError(ENOSPC) named no file."""
+    import errno
+
+    def write(directory):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for existing in (False, True):
+        target = tmp_path / ("m%d" % existing)
+        if existing:
+            _fileio.write_versioned_directory(str(target), lambda d: None)
+        with pytest.raises(OSError, match=r"could not write .*m%d: No space left" % existing) \
+                as info:
+            _fileio.write_versioned_directory(str(target), write)
+        assert info.value.errno == errno.ENOSPC
