@@ -56,10 +56,11 @@ def _missing(path):
         where = (" The installed package is at %s." % installed[0]) if installed else ""
         return ImportError(
             "gluon-sparse's native library %s is missing: you are importing the source tree "
-            "at %s (Python looks in the current directory first), whose libraries were not "
-            "built.%s Run Python from another directory to use the installed package, or "
-            "build this tree in place: `cd %s && python setup.py build_ext --inplace` (or "
-            "`pip install -e .`)." % (path, PACKAGE_DIR, where, root))
+            "at %s (Python looks first in the directory of the script it runs, or in the "
+            "current directory for -c and the interactive prompt), whose libraries were not "
+            "built.%s Run Python, and keep your scripts, outside %s to use the installed "
+            "package, or build this tree in place: `cd %s && python setup.py build_ext "
+            "--inplace` (or `pip install -e .`)." % (path, PACKAGE_DIR, where, root, root))
     return ImportError("gluon-sparse's native library %s is missing: it was not built. %s"
                        % (path, _REBUILD_HINT))
 
