@@ -29,7 +29,7 @@ def test_source_tree_without_built_library_says_what_is_imported(tmp_path):
     message = proc.stderr.strip().splitlines()[-1]
     assert message.startswith("ImportError")
     assert "source tree at %s" % (checkout / "gluon_sparse") in message
-    assert "another directory" in message and "build_ext --inplace" in message
+    assert "keep your scripts, outside" in message and "build_ext --inplace" in message
 
 
 def test_missing_library_outside_a_checkout_says_how_to_rebuild(monkeypatch, tmp_path):
