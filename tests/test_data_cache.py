@@ -261,3 +261,8 @@ def test_an_entry_this_user_cannot_read_is_left_alone(cached, monkeypatch, caplo
     assert any("cannot read cache entry %s" % entry in m for m in messages), messages
     assert not any("discarding" in m for m in messages)
     assert os.path.isdir(entry) and leftovers(cache_dir) == []
+    # And no copy of the data is written (to be thrown away) at every load.
+    saved = []
+    monkeypatch.setattr(data_cache.np, "save", lambda *a, **k: saved.append(1))
+    LibSVMDataset(path, cache=cache_dir)
+    assert saved == []

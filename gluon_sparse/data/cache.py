@@ -235,6 +235,10 @@ def save_cached(key, cache_dir, X, y, zero_based, sources):
     optimisation).
     """
     entry = os.path.join(cache_dir, key)
+    if os.path.isdir(entry):
+        # Written meanwhile by another process, or one this user cannot read (load_cached
+        # said so): a new copy could not replace it, and would be written for nothing.
+        return
     staging = None
     try:
         os.makedirs(cache_dir, exist_ok=True)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..data.batchify import array_to_ndarray
 from .row_sparse_weight import pull_rows
-from .sparse_output import SampledOutput, _blockwise, candidate_selector
+from .sparse_output import SampledOutput, _blockwise, candidate_selector, is_stand_in
 
 __all__ = ["SampledOutputRowSparseWeight", "Candidates"]
 
@@ -211,7 +211,8 @@ class SampledOutputRowSparseWeight(SampledOutput):
         ids = array_to_ndarray(draw.ids, ctx)
         weight = pull_rows(self.weight, ids)
         bias = pull_rows(self.bias, ids) if self.bias is not None else None
-        selector = candidate_selector(draw.ids, self.num_labels, dtype, ctx)
+        selector = candidate_selector(draw.ids, self.num_labels, dtype, ctx,
+                                      stand_in=is_stand_in(draw.correction))
         target = array_to_ndarray(draw.target.astype(dtype), ctx)
         correction = array_to_ndarray(draw.correction.astype(dtype), ctx)
         return self.hybrid_forward(mx.nd, h, selector, target, correction, weight, bias)

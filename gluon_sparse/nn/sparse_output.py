@@ -48,10 +48,20 @@ _MAX_INPUT_ELEMENTS = 2 ** 31 - 1
 _STAND_IN_LOG_P = 1e30
 
 
-def candidate_selector(ids, num_labels, dtype, ctx):
+def is_stand_in(correction):
+    """Whether a draw's candidates are the one stand-in of a batch without candidates."""
+    return correction.size == 1 and correction[0] == _STAND_IN_LOG_P
+
+
+def candidate_selector(ids, num_labels, dtype, ctx, stand_in=False):
     """The CSR ``(C, num_labels)`` with a 1 at ``(i, ids[i])``: ``dot(selector, W)`` is
     the candidates' rows of ``W``. A list of such blocks of consecutive candidates where
-    one array would be too large for MXNet."""
+    one array would be too large for MXNet. ``stand_in``: one empty row, whose product
+    is a row of zeros and whose gradient holds no row of ``W`` (a lazy optimizer would
+    step a row given even a zero gradient)."""
+    if stand_in:
+        return csr_parts_to_ndarray(np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64),
+                                    np.zeros(2, dtype=np.int64), (1, num_labels), dtype, ctx)
     rows = max(1, (_MAX_INPUT_ELEMENTS - 1) // num_labels)
     blocks = [csr_parts_to_ndarray(np.ones(part.size, dtype=dtype), part,
                                    np.arange(part.size + 1, dtype=np.int64),
@@ -307,9 +317,10 @@ class SampledOutput(HybridBlock):
             positives and with ``'all'`` and ``'in_batch'``).
 
         A batch without positives whose sampler draws nothing (``'in_batch'``,
-        ``num_sampled=0``) has one stand-in candidate, label 0 with a
-        correction of ``1e30`` and a target of 0: its loss and gradient are
-        exactly 0, and MXNet gets a product over one candidate, not zero.
+        ``num_sampled=0``) has one stand-in candidate, id 0 with a correction
+        of ``1e30`` and a target of 0, which reads no row of the weight: its
+        loss is exactly 0, no row gets a gradient, and MXNet gets a product
+        over one candidate, not zero.
         """
         ids, log_p, rows, cols, counts = self._draw(labels, batch)
         target = np.zeros((batch, ids.size))
@@ -335,8 +346,9 @@ class SampledOutput(HybridBlock):
         if ids.size == 0:
             # No positive in the batch and nothing drawn (in-batch negatives, or
             # num_sampled=0): every example's loss is 0, but MXNet cannot take a product
-            # over 0 candidates. One stand-in takes their place, label 0 shifted to a
-            # logit of -1e30, where its loss and gradient are exactly 0 under both losses.
+            # over 0 candidates. One stand-in takes their place: an empty selector row
+            # (no weight row read or given a gradient) shifted to a logit of -1e30,
+            # where its loss and gradient are exactly 0 under both losses.
             return (np.zeros(1, dtype=np.int64), np.full(1, _STAND_IN_LOG_P),
                     np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
                     np.diff(indptr).astype(np.float64))
@@ -401,7 +413,8 @@ class SampledOutput(HybridBlock):
         # Built in this thread (data.batchify's helpers): mx.nd.array and
         # sparse.csr_matrix copy through the engine and wait behind the
         # previous step's queued work, which costs more than the step itself.
-        selector = candidate_selector(ids, self._num_labels, dtype, ctx)
+        selector = candidate_selector(ids, self._num_labels, dtype, ctx,
+                                      stand_in=is_stand_in(correction))
         target = array_to_ndarray(target, ctx)
         correction = array_to_ndarray(correction.astype(dtype), ctx)
         return super().forward(h, selector, target, correction)
