@@ -17,6 +17,13 @@ hangs. Two kinds of such work occur in training with this library:
 So, from ``import gluon_sparse`` on, a before-fork hook does the same drain
 first, with the GIL released (``MXNDArrayWaitAll`` through ctypes). A fork
 waits no longer than MXNet makes it wait anyway.
+
+The drain returns when the last operation is marked complete, but the engine
+thread that ran it still frees the operation's arrays after that, a zero-copy
+array's NumPy deleter among them: under load the fork could start first and
+hang on it. So the hook then runs one trivial operation on the engine's CPU
+worker and waits for it too, the GIL released: the worker takes it only once
+it has finished the tail of the one before.
 """
 import logging
 import os
@@ -38,6 +45,10 @@ def drain_before_fork():
     if mx.base._LIB.MXNDArrayWaitAll() != 0:  # ctypes releases the GIL
         logger.error("gluon-sparse: an operation queued before a fork failed: %s",
                      mx.base.py_str(mx.base._LIB.MXGetLastError()))
+        return
+    # The tail of the last operation (freeing its arrays) ends before the next starts.
+    marker = mx.nd.zeros((1,), ctx=mx.cpu())
+    mx.base._LIB.MXNDArrayWaitToRead(marker.handle)  # the GIL released
 
 
 os.register_at_fork(before=drain_before_fork)
