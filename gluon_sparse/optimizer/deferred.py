@@ -315,6 +315,8 @@ def update(optimizer, index, weight, grad, state):
                             optimizer.beta2, optimizer.epsilon))
     optimizer._update_count(index)
     lr = optimizer._get_lr(index)
+    # (A non-finite rescale_grad is replayed as MXNet's row_sparse Adam computes it.)
+    check_replayable(optimizer, index, lr, "learning rate")
     wd = optimizer._get_wd(index)
     t = optimizer._index_update_count[index]
     lr *= math.sqrt(1. - optimizer.beta2 ** t) / (1. - optimizer.beta1 ** t)
@@ -326,6 +328,20 @@ def update(optimizer, index, weight, grad, state):
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
     state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
+
+
+def check_replayable(optimizer, index, value, name):
+    """Refuse a deferred step whose scalar ``name`` (the learning rate, ``rescale_grad``)
+    is not finite where the replay cannot follow the eager update.
+
+    The rows a batch misses are brought up to date later as finite arithmetic
+    (Adam leaves a row whose state is still zero as it is), where the eager
+    update, as MXNet's, makes them NaN (``inf * 0``): the two would differ.
+    """
+    if not math.isfinite(value):
+        raise ValueError("%s(deferred=True): the %s (%r) of weight %s must be finite; with "
+                         "deferred=False the update, as MXNet's, makes the weight NaN"
+                         % (type(optimizer).__name__, name, value, index))
 
 
 def remember_state(optimizer, state):

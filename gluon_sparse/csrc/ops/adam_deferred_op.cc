@@ -82,7 +82,7 @@ bool parse_params(const ops::Attrs& attrs, bool is_update, Params* p) {
     if (!ops::parse_float(op, kv.first, kv.second, field->second)) return false;
   }
   if (is_update && std::isnan(p->lr)) {
-    GS_ERROR_MSG << op << ": parameter lr is required";
+    GS_ERROR_MSG << op << ": parameter lr is required (not given, or NaN)";
     return false;
   }
   if (p->step < 1) {

@@ -7,6 +7,7 @@
 #define GLUON_SPARSE_CSRC_OPS_OP_ATTRS_H_
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -66,7 +67,10 @@ inline bool parse_float_rounded(const char* op, const std::string& key, const st
   errno = 0;
   char* end = nullptr;
   const float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
+  // std::istream accepts an underflow (ERANGE with a denormal or zero result), as a
+  // learning rate decayed below FLT_MIN; only an overflow is out of range.
+  if (text.empty() || end != text.c_str() + text.size() ||
+      (errno == ERANGE && std::isinf(value))) {
     GS_ERROR_MSG << op << ": parameter " << key << "='" << text << "' is not a float32 number";
     return false;
   }

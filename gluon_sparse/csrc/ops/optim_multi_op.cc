@@ -99,7 +99,8 @@ bool parse_multi_params(const RuleInfo& info, const ops::Attrs& attrs, MultiPara
   }
   for (int i = 0; i < info.num_fixed; ++i) {
     if (std::isnan(info.fixed_defaults[i]) && std::isnan(p->fixed[i])) {
-      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
+      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i]
+                   << " is required (not given, or NaN)";
       return false;
     }
   }

@@ -86,14 +86,16 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
   if (kind != OpKind::kFlush) {
     for (int i = 0; i < info.num_step; ++i) {
       if (std::isnan(info.step_defaults[i]) && std::isnan(p->step_scalars[i])) {
-        GS_ERROR_MSG << op << ": parameter " << info.step_names[i] << " is required";
+        GS_ERROR_MSG << op << ": parameter " << info.step_names[i]
+                     << " is required (not given, or NaN)";
         return false;
       }
     }
   }
   for (int i = 0; i < info.num_fixed; ++i) {
     if (std::isnan(info.fixed_defaults[i]) && std::isnan(p->fixed[i])) {
-      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i] << " is required";
+      GS_ERROR_MSG << op << ": parameter " << info.fixed_names[i]
+                   << " is required (not given, or NaN)";
       return false;
     }
   }
