@@ -515,6 +515,19 @@ def test_batch_size_clipping_is_said_once(tmp_path):
     assert load(tmp_path / "m").batch_size == 216
 
 
+def test_a_batch_too_wide_for_mxnet_is_refused_before_training(tmp_path):
+    """300 rows of 2^24 features and --batch-size 200: MXNet refuses such a batch (2^31 - 1
+    elements); it failed with MXNet's traceback after the data was read and the model
+    built, not as one line."""
+    _write(tmp_path / "wide.svm", "".join("%d %d:1\n" % (i % 2, 1 + (i * 7919) % 2 ** 24)
+                                           for i in range(299)) + "1 16777216:1\n")
+    result = _run_module("train", "wide.svm", "--model-dir", "m", "--batch-size", "200",
+                         "--epochs", "1", "--quiet", cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "--batch-size 200 with 16777216 features" in line and "<= 127" in line
+    assert not (tmp_path / "m").exists()
+
+
 def test_undefined_metrics_are_said_not_warned(tmp_path):
     # A held-out file of one class: AUC is not defined on it.
     with open(HEART_SCALE) as f:

@@ -841,3 +841,29 @@ def test_weight_decay_moves_every_row_and_the_model_is_stored_whole(tmp_path):
     assert all(array.stype == "default"
                for array in mx.nd.load(str(version / "network.params")).values())
     np.testing.assert_array_equal(load(tmp_path / "m").predict_proba(X), model.predict_proba(X))
+
+
+def test_models_wider_than_a_1024_row_block_predict_in_smaller_blocks():
+    """A 1,024-row prediction block of 2^24 features is more elements than MXNet takes
+    (2^31 - 1): a SparseNetClassifier trained there could not predict. Blocks are now as
+    tall as the width allows; a training batch too wide is refused before any step."""
+    width = 2 ** 24
+    rng = np.random.RandomState(0)
+    rows = 300
+    X = sp.csr_matrix((np.ones(rows * 3, np.float32),
+                       (np.repeat(np.arange(rows), 3), rng.randint(0, width, rows * 3))),
+                      shape=(rows, width))
+    y = np.arange(rows) % 2
+    model = SparseNetClassifier(batch_size=100, max_iter=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y)
+    scores = model.decision_function(X)
+    params = model.module_.collect_params()
+    weight = params[[n for n in params if n.endswith("weight")][0]].data().asnumpy()
+    bias = params[[n for n in params if n.endswith("bias")][0]].data().asnumpy()
+    expected = X @ weight.reshape(width, -1)[:, 0].astype(np.float64) + bias[0]
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"batch_size=200 with 16777216 features: .* use "
+                                         r"batch_size <= 127"):
+        SparseNetClassifier(batch_size=200, max_iter=1).fit(X, y)

@@ -116,7 +116,7 @@ def train(args):
                              % (fraction, X.shape[0]))
         X_test, Y_test = (X[order[:n_test]], Y[order[:n_test]]) if n_test else (None, None)
         X, Y = X[order[n_test:]], Y[order[n_test:]]
-    batch_size = _train.clipped_batch_size(args.batch_size, X.shape[0])
+    batch_size = _train.clipped_batch_size(args.batch_size, X.shape[0], X.shape[1])
     model = SparseMultiLabelClassifier(
         hidden_layer_sizes=args.hidden, num_sampled=num_sampled,
         batch_size=batch_size, learning_rate_init=args.lr,

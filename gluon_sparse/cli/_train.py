@@ -48,7 +48,7 @@ def train(args):
                          % (fraction, X.shape[0]))
     X_train, y_train, X_test, y_test, held_out = _split(args, X, y, zero_based, fraction,
                                                         classify)
-    model = _build_model(args, X_train.shape[0], classify)
+    model = _build_model(args, X_train.shape[0], X_train.shape[1], classify)
     fit_args = {"classes": np.unique(y_train)} if classify else {}
     if classify and len(fit_args["classes"]) < 2:
         raise InputError("the training labels hold a single class (%s); classification needs "
@@ -128,19 +128,26 @@ def _can_stratify(y, fraction):
     return counts.min() >= 2 and len(counts) <= fraction * len(y)
 
 
-def clipped_batch_size(batch_size, n_train):
-    """``--batch-size``, at most the training samples (said once, with a warning)."""
+def clipped_batch_size(batch_size, n_train, n_features):
+    """``--batch-size``, at most the training samples (said once, with a warning); an
+    InputError, before training, for batches too wide for MXNet."""
+    from ..sklearn._data import batch_rows_limit
     if batch_size > n_train:
         # Said once here; the estimator would otherwise warn at every epoch.
         logger.warning("--batch-size %d is larger than the %d training samples: each epoch is "
                        "one batch of %d", batch_size, n_train, n_train)
-        return n_train
+        batch_size = n_train
+    limit = batch_rows_limit(n_features)
+    if limit is not None and batch_size > limit:
+        raise InputError("--batch-size %d with %d features: MXNet 1.9.1 refuses a CSR batch of "
+                         "2^31 - 1 elements (rows x features) or more; use --batch-size <= %d"
+                         % (batch_size, n_features, limit))
     return batch_size
 
 
-def _build_model(args, n_train, classify):
+def _build_model(args, n_train, n_features, classify):
     from ..sklearn import SparseMLPClassifier, SparseMLPRegressor
-    batch_size = clipped_batch_size(args.batch_size, n_train)
+    batch_size = clipped_batch_size(args.batch_size, n_train, n_features)
     estimator = SparseMLPClassifier if classify else SparseMLPRegressor
     return estimator(hidden_layer_sizes=args.hidden, batch_size=batch_size,
                      learning_rate_init=args.lr, alpha=args.alpha, optimizer=args.optimizer,

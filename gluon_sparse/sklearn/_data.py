@@ -12,8 +12,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import LibSVMDataset, csr_to_ndarray, load_libsvm
+from ..data.batchify import check_batch_size
 
-__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "padded_csr_batches"]
+__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "padded_csr_batches",
+           "batch_rows_limit", "check_training_batch"]
 
 # Rows per forward pass at prediction time. Every batch is padded to exactly
 # this many rows (with empty rows, which cost nothing in sparse.dot) because
@@ -84,8 +86,27 @@ def load_libsvm_source(X, n_features=None, zero_based="auto"):
     return sp.csr_matrix(data, dtype=np.float32), np.asarray(label), bool(resolved)
 
 
+def batch_rows_limit(n_features):
+    """The most rows a CSR batch ``n_features`` wide may have in this MXNet build (it counts
+    ``rows x n_features`` elements against 2^31 - 1: docs/limits.md); None without limit."""
+    return check_batch_size(None, n_features)
+
+
+def check_training_batch(estimator, batch_size, n_features):
+    """Raise a ValueError, before any step, for training batches MXNet cannot take."""
+    limit = batch_rows_limit(n_features)
+    if limit is not None and batch_size > limit:
+        raise ValueError("%s: batch_size=%d with %d features: MXNet 1.9.1 refuses a CSR batch of "
+                         "2^31 - 1 elements (rows x features) or more; use batch_size <= %d"
+                         % (type(estimator).__name__, batch_size, n_features, limit))
+
+
 def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):
-    """Yield ``(CSRNDArray of exactly `rows` rows, number of real rows)`` covering ``X``."""
+    """Yield ``(CSRNDArray of exactly `rows` rows, number of real rows)`` covering ``X``
+    (fewer rows a block where ``X`` is too wide for MXNet to take ``rows`` at once)."""
+    limit = batch_rows_limit(X.shape[1])
+    if limit is not None:
+        rows = min(rows, limit)
     for start in range(0, X.shape[0], rows):
         chunk = X[start:start + rows]
         n_real = chunk.shape[0]

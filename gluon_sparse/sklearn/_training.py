@@ -31,6 +31,7 @@ from ..data import CSRDataset, SparseDataLoader
 from ..optimizer import supports_deferred
 from ..optimizer.deferred import flush
 from ._context import parse_context
+from ._data import check_training_batch
 from ._params import first_nonfinite_param
 
 logger = logging.getLogger(__name__)
@@ -177,11 +178,14 @@ class TrainingMixin:
 
     def _batch_size(self, n_samples):
         if self.batch_size == "auto":
-            return min(200, n_samples)
-        if self.batch_size > n_samples:
-            warnings.warn("Got `batch_size` larger than the number of samples (%d); it is "
-                          "clipped to %d" % (n_samples, n_samples))
-        return min(self.batch_size, n_samples)
+            batch_size = min(200, n_samples)
+        else:
+            if self.batch_size > n_samples:
+                warnings.warn("Got `batch_size` larger than the number of samples (%d); it is "
+                              "clipped to %d" % (n_samples, n_samples))
+            batch_size = min(self.batch_size, n_samples)
+        check_training_batch(self, batch_size, self.n_features_in_)
+        return batch_size
 
     @interruptible
     def _fit_stochastic(self, X, targets, sample_weight, incremental):

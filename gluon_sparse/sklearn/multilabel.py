@@ -30,7 +30,8 @@ from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import is_libsvm_source, libsvm_paths, padded_csr_batches
+from ._data import (check_training_batch, is_libsvm_source, libsvm_paths,
+                    padded_csr_batches)
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
 from ._training import (check_partial_fit_params, fit_trainer, raise_if_diverged,
@@ -259,6 +260,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         n = X.shape[0]
         batch = min(n, 256 if self.batch_size == "auto" else self.batch_size)
+        check_training_batch(self, batch, X.shape[1])
         epochs = 1 if incremental else self.max_iter
         for _ in tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
                       disable=not self.verbose, leave=False):
