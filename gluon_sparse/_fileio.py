@@ -133,21 +133,37 @@ def atomic_file(path, mode="w", **open_kwargs):
     if mode not in ("w", "wb"):
         raise ValueError("atomic_file writes whole files: mode must be 'w' or 'wb', not %r"
                          % (mode,))
-    with atomic_path(path) as tmp:
-        with open(tmp, mode, **open_kwargs) as f:
+    with _replacing(path) as (handle, _):
+        with os.fdopen(handle, mode, **open_kwargs) as f:
             yield f
+            f.flush()
+            os.fsync(f.fileno())
 
 
 @contextlib.contextmanager
 def atomic_path(path):
     """The name of a temporary file that replaces ``path`` when the block ends without error.
 
-    For writers that take a file name (``mx.nd.save``); :func:`atomic_file` is
-    this with the file opened. The temporary, ``.<name>.tmp-<pid>-*`` beside
-    ``path``, is flushed to disk and renamed over ``path``; on an exception it
-    is removed. What a killed writer left (its process gone) is removed by the
-    next write of ``path``.
+    For writers that take a file name (``mx.nd.save``); otherwise as
+    :func:`atomic_file`.
     """
+    with _replacing(path) as (handle, tmp):
+        os.close(handle)
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)  # still mkstemp's 0600, ours: the mode comes last
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(path):
+    """``(open descriptor, name)`` of a temporary beside ``path`` that the caller writes
+    and flushes; it then takes ``path``'s permission bits (a new file: those ``open``
+    gives) and replaces it. The temporary, ``.<name>.tmp-<pid>-XXXXXXXX``, is removed on
+    an exception; what a killed writer left (its process gone) by the next write of
+    ``path``."""
     path = os.path.abspath(path)
     directory, name = os.path.split(path)
     if not os.path.isdir(directory):
@@ -156,19 +172,13 @@ def atomic_path(path):
     _remove_dead_writers_temporaries(directory, name)
     handle, tmp = tempfile.mkstemp(prefix="%s%d-" % (_temporary_prefix(name), os.getpid()),
                                    dir=directory)
-    os.close(handle)
     try:
+        yield handle, tmp
+        # Only now: a read-only mode (0444) set earlier would refuse the writes.
         try:
-            # A file replaced keeps its permission bits (a 0640 file stays 0640).
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # a 0640 file stays 0640
         except FileNotFoundError:
             _publish_mode(tmp)
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -182,17 +192,16 @@ def _temporary_prefix(name):
 
 
 def _remove_dead_writers_temporaries(directory, name):
-    """Remove the ``.<name>.tmp-<pid>-*`` files whose writer process no longer runs."""
-    prefix = _temporary_prefix(name)
+    """Remove the temporaries of ``path`` (exactly ``.<name>.tmp-<pid>-`` and mkstemp's 8
+    characters) whose writer process no longer runs."""
+    own = re.compile(r"^%s(\d+)-[a-z0-9_]{8}$" % re.escape(_temporary_prefix(name)))
     try:
         entries = os.listdir(directory)
     except OSError:
         return
     for entry in entries:
-        if not entry.startswith(prefix):
-            continue
-        pid = entry[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and "-" in entry[len(prefix):] and not process_exists(int(pid)):
+        match = own.match(entry)
+        if match and not process_exists(int(match.group(1))):
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(directory, entry))
 
@@ -203,8 +212,8 @@ def process_exists(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's, or no pid at all: not to be taken for gone
     return True
 
 

@@ -123,16 +123,41 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     target = tmp_path / "net.params"
-    left = tmp_path / (".net.params.tmp-%d-abc123" % dead.pid)
-    live = tmp_path / (".net.params.tmp-%d-def456" % os.getpid())
-    other = tmp_path / (".other.tmp-%d-abc123" % dead.pid)
-    for path in (left, live, other):
+    left = tmp_path / (".net.params.tmp-%d-abc123de" % dead.pid)
+    live = tmp_path / (".net.params.tmp-%d-def456gh" % os.getpid())
+    # Names that only begin like one: a user's file, another file's live temporary,
+    # a "pid" too large for a process id.
+    lookalikes = [".net.params.tmp-%d-notes" % dead.pid,
+                  ".net.params.tmp-%d-b.tmp-%d-abc123de" % (dead.pid, os.getpid()),
+                  ".net.params.tmp-99999999999999999999-abc123de",
+                  ".other.tmp-%d-abc123de" % dead.pid]
+    for path in [left, live] + [tmp_path / name for name in lookalikes]:
         path.write_bytes(b"partial")
     with _fileio.atomic_file(str(target), "wb") as f:
         f.write(b"whole")
     assert target.read_bytes() == b"whole"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["net.params", live.name, other.name])
+        ["net.params", live.name] + lookalikes)
+
+
+def test_a_read_only_file_is_replaced_and_stays_read_only(tmp_path):
+    """The temporary takes the destination's mode after it is written: a 0444 mode set
+    before the writes refused them (for a user other than root)."""
+    target = tmp_path / "pred.txt"
+    target.write_text("old")
+    os.chmod(target, 0o444)
+    for write in ("file", "path"):
+        if write == "file":
+            with _fileio.atomic_file(str(target)) as f:
+                f.write("new")
+                assert stat.S_IMODE(os.fstat(f.fileno()).st_mode) == 0o600
+        else:
+            with _fileio.atomic_path(str(target)) as tmp:
+                assert stat.S_IMODE(os.stat(tmp).st_mode) == 0o600
+                with open(tmp, "w") as f:
+                    f.write("newer")
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o444
+    assert target.read_text() == "newer"
 
 
 def test_atomic_path_gives_a_name_to_write(tmp_path):
