@@ -24,6 +24,11 @@ array's NumPy deleter among them: under load the fork could start first and
 hang on it. So the hook then runs one trivial operation on the engine's CPU
 worker and waits for it too, the GIL released: the worker takes it only once
 it has finished the tail of the one before.
+
+What the hook cannot cover: a fork from one thread while another keeps queuing
+MXNet work (zero-copy arrays among it). That work can land between the hook
+and MXNet's own drain, which holds the GIL; fork from the thread that runs
+MXNet, or while the others wait.
 """
 import logging
 import os

@@ -225,9 +225,9 @@ def update(optimizer, rule, index, weight, grad, state):
     if fixed != state.fixed:
         raise ValueError("deferred %s replays past steps with fixed %s; they changed to %s"
                          % (rule.name, state.fixed, fixed))
-    optimizer._update_count(index)
-    if rule.name != "adamw":  # AdamW skips such a step, as MXNet's adamw_update does
-        deferred.check_replayable(optimizer, index, optimizer.rescale_grad, "rescale_grad")
+    with deferred.counted_unless_refused(optimizer, index):
+        if rule.name != "adamw":  # AdamW skips such a step, as MXNet's adamw_update does
+            deferred.check_replayable(optimizer, index, optimizer.rescale_grad, "rescale_grad")
     step = state.next_step(optimizer._index_update_count[index])
     scalars = rule.step(optimizer, index, step)
     deferred.remember_state(optimizer, state)

@@ -43,6 +43,7 @@ states (the ctypes bindings, binding a state to its weight, unregistering it
 when dropped, growing its history) is :mod:`gluon_sparse.optimizer._registry`'s,
 whose :func:`registered_count` is re-exported here.
 """
+import contextlib
 import logging
 import math
 import weakref
@@ -313,10 +314,10 @@ def update(optimizer, index, weight, grad, state):
                          "(%g, %g, %g); they changed to (%g, %g, %g)"
                          % (state.beta1, state.beta2, state.epsilon, optimizer.beta1,
                             optimizer.beta2, optimizer.epsilon))
-    optimizer._update_count(index)
-    lr = optimizer._get_lr(index)
-    # (A non-finite rescale_grad is replayed as MXNet's row_sparse Adam computes it.)
-    check_replayable(optimizer, index, lr, "learning rate")
+    with counted_unless_refused(optimizer, index):
+        lr = optimizer._get_lr(index)
+        # (A non-finite rescale_grad is replayed as MXNet's row_sparse Adam computes it.)
+        check_replayable(optimizer, index, lr, "learning rate")
     wd = optimizer._get_wd(index)
     t = optimizer._index_update_count[index]
     lr *= math.sqrt(1. - optimizer.beta2 ** t) / (1. - optimizer.beta1 ** t)
@@ -328,6 +329,24 @@ def update(optimizer, index, weight, grad, state):
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
     state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
+
+
+@contextlib.contextmanager
+def counted_unless_refused(optimizer, index):
+    """Count the update of weight ``index`` (the learning rate schedule reads the new
+    count), undone if the block raises: a refused step is no step (the next one keeps
+    Adam's bias correction and the schedule where they were)."""
+    count, num_update = optimizer._index_update_count.get(index), optimizer.num_update
+    optimizer._update_count(index)
+    try:
+        yield
+    except BaseException:
+        optimizer.num_update = num_update
+        if count is None:
+            del optimizer._index_update_count[index]
+        else:
+            optimizer._index_update_count[index] = count
+        raise
 
 
 def check_replayable(optimizer, index, value, name):
