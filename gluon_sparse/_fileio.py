@@ -438,10 +438,9 @@ def _remove_old_layout_leftovers(path):
 
     ``.<name>.tmp-*``: an interrupted first save; ``.<name>.old-*``: the
     copies of the flat layout's saves, which renamed the old model aside.
-    (A first save of the same new directory running at this very moment in
-    another process loses its temporary and fails with an error: first saves
-    are not serialised by the directory's lock, which does not exist yet: a
-    temporary whose own lock is held belongs to such a live save and is kept.)
+    A first save of the same new directory running at this moment in another
+    process is not serialised by the directory's lock, which does not exist
+    yet: it holds a lock in its temporary, and that temporary is kept.
     """
     parent, base = os.path.split(path)
     for name in os.listdir(parent):
