@@ -161,9 +161,9 @@ def atomic_path(path):
 def _replacing(path):
     """``(open descriptor, name)`` of a temporary beside ``path`` that the caller writes
     and flushes; it then takes ``path``'s permission bits (a new file: those ``open``
-    gives) and replaces it. The temporary, ``.<name>.tmp-<pid>-XXXXXXXX``, is removed on
-    an exception; what a killed writer left (its process gone) by the next write of
-    ``path``."""
+    gives) and replaces it. The temporary, ``.<name>.tmp-<pid>-`` and mkstemp's 8 random
+    characters, is removed on an exception; what a killed writer left (its process
+    gone) by the next write of ``path``."""
     path = os.path.abspath(path)
     directory, name = os.path.split(path)
     if not os.path.isdir(directory):

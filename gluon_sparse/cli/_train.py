@@ -131,17 +131,16 @@ def _can_stratify(y, fraction):
 def clipped_batch_size(batch_size, n_train, n_features):
     """``--batch-size``, at most the training samples (said once, with a warning); an
     InputError, before training, for batches too wide for MXNet."""
-    from ..sklearn._data import batch_rows_limit
+    from ..sklearn._data import check_training_batch
     if batch_size > n_train:
         # Said once here; the estimator would otherwise warn at every epoch.
         logger.warning("--batch-size %d is larger than the %d training samples: each epoch is "
                        "one batch of %d", batch_size, n_train, n_train)
         batch_size = n_train
-    limit = batch_rows_limit(n_features)
-    if limit is not None and batch_size > limit:
-        raise InputError("--batch-size %d with %d features: MXNet 1.9.1 refuses a CSR batch of "
-                         "2^31 - 1 elements (rows x features) or more; use --batch-size <= %d"
-                         % (batch_size, n_features, limit))
+    try:
+        check_training_batch(batch_size, n_features, flag="--batch-size")
+    except ValueError as err:
+        raise InputError(str(err)) from None
     return batch_size
 
 

@@ -92,13 +92,19 @@ def batch_rows_limit(n_features):
     return check_batch_size(None, n_features)
 
 
-def check_training_batch(estimator, batch_size, n_features):
-    """Raise a ValueError, before any step, for training batches MXNet cannot take."""
+def check_training_batch(batch_size, n_features, owner=None, flag="batch_size"):
+    """Raise a ValueError, before any step, for training batches MXNet cannot take.
+
+    ``owner`` (an estimator) starts the message; ``flag`` names the setting
+    (``'--batch-size'`` for the command line).
+    """
     limit = batch_rows_limit(n_features)
     if limit is not None and batch_size > limit:
-        raise ValueError("%s: batch_size=%d with %d features: MXNet 1.9.1 refuses a CSR batch of "
-                         "2^31 - 1 elements (rows x features) or more; use batch_size <= %d"
-                         % (type(estimator).__name__, batch_size, n_features, limit))
+        given = ("%s %d" if flag.startswith("--") else "%s=%d") % (flag, batch_size)
+        raise ValueError("%s%s with %d features: MXNet 1.9.1 refuses a CSR batch of 2^31 - 1 "
+                         "elements (rows x features) or more; use %s <= %d"
+                         % ("%s: " % type(owner).__name__ if owner is not None else "", given,
+                            n_features, flag, limit))
 
 
 def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):

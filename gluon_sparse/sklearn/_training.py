@@ -184,7 +184,7 @@ class TrainingMixin:
                 warnings.warn("Got `batch_size` larger than the number of samples (%d); it is "
                               "clipped to %d" % (n_samples, n_samples))
             batch_size = min(self.batch_size, n_samples)
-        check_training_batch(self, batch_size, self.n_features_in_)
+        check_training_batch(batch_size, self.n_features_in_, owner=self)
         return batch_size
 
     @interruptible

@@ -260,7 +260,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         n = X.shape[0]
         batch = min(n, 256 if self.batch_size == "auto" else self.batch_size)
-        check_training_batch(self, batch, X.shape[1])
+        check_training_batch(batch, X.shape[1], owner=self)
         epochs = 1 if incremental else self.max_iter
         for _ in tqdm(range(epochs), desc=type(self).__name__, unit="epoch",
                       disable=not self.verbose, leave=False):
