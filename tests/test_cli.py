@@ -552,3 +552,76 @@ def test_truncated_parameters_file_is_one_line_naming_it(tmp_path, trained):
     line = _one_error_line(result)
     assert "network.params" in line and "Traceback" not in line
     assert not line.rstrip().endswith(":"), line  # the cause follows, not a cut-off traceback
+
+
+def _held_out_split(directory):
+    """heart_scale's first 200 lines to train on, the other 70 to score the epochs on."""
+    with open(HEART_SCALE) as f:
+        lines = f.readlines()
+    _write(directory / "train.svm", "".join(lines[:200]))
+    _write(directory / "test.svm", "".join(lines[200:]))
+    return directory / "train.svm", directory / "test.svm"
+
+
+# A wide hidden layer and a large step size overfit heart_scale within a few epochs:
+# the held-out log loss is lowest after the first or second epoch and rises after it.
+OVERFIT = ["--epochs", "12", "--hidden", "64", "--lr", "0.05", "--quiet"]
+
+
+def _held_out_log_loss(model_dir, test_file):
+    from sklearn.metrics import log_loss
+    X, y = load_svmlight_file(str(test_file), n_features=13)
+    return log_loss(y, load(model_dir).predict_proba(X))
+
+
+def test_early_stopping_keeps_the_best_epoch(tmp_path, capsys):
+    train, test = _held_out_split(tmp_path)
+    assert cli.main(["train", str(train), "--test", str(test), "--model-dir",
+                     str(tmp_path / "best"), "--early-stopping", "3"] + OVERFIT) == 0
+    out = capsys.readouterr().out
+    losses = [epoch["log_loss"] for epoch in _epoch_metrics(out)]
+    best = int(np.argmin(losses))
+    # It stopped 3 epochs after the best one, and saved the best epoch's model:
+    # scikit-learn's log loss of the saved model is the best epoch's printed one.
+    assert len(losses) == best + 4 < 12, losses
+    assert _held_out_log_loss(tmp_path / "best", test) == pytest.approx(losses[best], abs=1e-4)
+    assert "keeping epoch %d" % (best + 1) in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("summary: %d epochs (kept epoch %d) in " % (len(losses), best + 1))
+    assert "log_loss %.4f" % losses[best] in last
+    assert load(tmp_path / "best").n_iter_ == len(losses)
+
+
+def test_without_early_stopping_the_last_epoch_is_saved_and_a_better_one_named(
+        tmp_path, capsys, caplog):
+    train, test = _held_out_split(tmp_path)
+    with caplog.at_level("WARNING", logger="gluon_sparse.cli"):
+        assert cli.main(["train", str(train), "--test", str(test), "--model-dir",
+                         str(tmp_path / "last")] + OVERFIT) == 0
+    losses = [epoch["log_loss"] for epoch in _epoch_metrics(capsys.readouterr().out)]
+    assert len(losses) == 12 and min(losses) < losses[-1]
+    assert _held_out_log_loss(tmp_path / "last", test) == pytest.approx(losses[-1], abs=1e-4)
+    (warning,) = [r.getMessage() for r in caplog.records if "was best at epoch" in r.getMessage()]
+    assert "epoch %d (%.4f;" % (int(np.argmin(losses)) + 1, min(losses)) in warning
+    assert "--early-stopping" in warning
+
+
+def test_early_stopping_on_regression_keeps_the_least_mse(tmp_path, capsys):
+    from sklearn.metrics import mean_squared_error
+    train, test = _held_out_split(tmp_path)
+    assert cli.main(["train", str(train), "--test", str(test), "--model-dir", str(tmp_path / "r"),
+                     "--task", "regression", "--early-stopping", "2"] + OVERFIT) == 0
+    errors = [epoch["mse"] for epoch in _epoch_metrics(capsys.readouterr().out)]
+    X, y = load_svmlight_file(str(test), n_features=13)
+    saved = mean_squared_error(y, load(tmp_path / "r").predict(X))
+    assert saved == pytest.approx(min(errors), abs=1e-4)
+
+
+@pytest.mark.parametrize("flags", [["--validation-fraction", "0"], ["--multilabel",
+                                                                    "--validation-fraction", "0"]])
+def test_early_stopping_without_held_out_data_is_refused_before_training(tmp_path, flags):
+    result = _run_module("train", HEART_SCALE, "--model-dir", "m", "--early-stopping", "2",
+                         *flags, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert "--early-stopping 2" in line and "--test" in line
+    assert not (tmp_path / "m").exists()

@@ -158,3 +158,20 @@ def test_evaluate_keeps_unseen_labels_and_maps_python_label_ids(files, tmp_path,
     values = dict(zip(printed.split()[3::2], map(float, printed.split()[4::2])))
     assert values["P@1"] == pytest.approx(model.score(Xt, test_shifted), abs=1e-4)
     assert values["P@1"] > 0.3
+
+
+def test_early_stopping_keeps_the_epoch_of_best_precision(files, tmp_path, capsys):
+    d, Xt, Yt, _ = files
+    assert cli.main(["train", "--multilabel", str(d / "train.txt"), "--test", str(d / "test.txt"),
+                     "--model-dir", str(tmp_path / "m"), "--epochs", "8", "--hidden", "32",
+                     "--num-sampled", "16", "--batch-size", "32", "--lr", "0.05",
+                     "--early-stopping", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    p1 = [float(line.split("P@1 ")[1].split()[0]) for line in out.splitlines()
+          if line.startswith("epoch ")]
+    best = int(np.argmax(p1))
+    assert len(p1) in (8, best + 2), p1  # ran out of epochs, or stopped one after the best
+    model = load(tmp_path / "m")
+    labels, _ = model.predict_top_k(Xt, 1)
+    assert precision_at_k(_indicator(Yt, 60), labels.astype(np.int64), 1) == pytest.approx(
+        p1[best], abs=1e-4)

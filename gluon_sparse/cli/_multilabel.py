@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from . import _files, _train
+from . import _epochs, _files, _train
 from ._errors import InputError
 from ._parser import DEFAULT_NUM_SAMPLED
 
@@ -94,6 +94,7 @@ def train(args):
     if args.test and args.validation_fraction is not None:
         raise InputError("pass --test or --validation-fraction, not both")
     _train.check_optimizer(args)
+    _epochs.check_early_stopping(args, bool(args.test) or args.validation_fraction != 0)
     num_sampled = DEFAULT_NUM_SAMPLED if args.num_sampled is None else args.num_sampled
     if args.task != "classification":
         raise InputError("--multilabel trains a classifier: --task %s does not apply" % args.task)
@@ -116,6 +117,7 @@ def train(args):
                              % (fraction, X.shape[0]))
         X_test, Y_test = (X[order[:n_test]], Y[order[:n_test]]) if n_test else (None, None)
         X, Y = X[order[n_test:]], Y[order[n_test:]]
+    _epochs.check_early_stopping(args, X_test is not None)
     batch_size = _train.clipped_batch_size(args.batch_size, X.shape[0], X.shape[1])
     model = SparseMultiLabelClassifier(
         hidden_layer_sizes=args.hidden, num_sampled=num_sampled,
@@ -127,21 +129,18 @@ def train(args):
     if replacing:
         print("model-dir: %s holds a model; it will be replaced when training ends"
               % args.model_dir)
-    values = {}
-    for epoch in range(args.epochs):
-        epoch_start = time.perf_counter()
-        model.partial_fit(X, Y)
-        values = {"loss": model.loss_}
-        if X_test is not None:
-            values.update(ranking_metrics(model, X_test, Y_test))
-        print("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs, _format(values),
-                                             time.perf_counter() - epoch_start))
-    model.n_iter_ = args.epochs  # one fit's epochs (partial_fit counts its own call only)
+    evaluate = None
+    if X_test is not None:
+        def evaluate():
+            return ranking_metrics(model, X_test, Y_test)
+    values, epochs_run, kept = _epochs.run_epochs(
+        args, model, lambda: model.partial_fit(X, Y), evaluate,
+        _epochs.criterion("multilabel") if X_test is not None else None, _format)
     model.zero_based_ = zero_based
     _files.check_finite_weights(model)
     model.save(args.model_dir)
-    print("summary: %d epochs in %.1f s; %s; model written to %s"
-          % (args.epochs, time.perf_counter() - start, _format(values),
+    print("summary: %s in %.1f s; %s; model written to %s"
+          % (_epochs.describe(epochs_run, kept), time.perf_counter() - start, _format(values),
              os.path.abspath(args.model_dir)))
     return 0
 

@@ -71,6 +71,11 @@ def build_parser():
                             "(default %s; 'linear' for none)" % ",".join(map(str, DEFAULT_HIDDEN)))
     train.add_argument("--epochs", type=types.positive(int), default=DEFAULT_EPOCHS,
                        help="epochs (default %d)" % DEFAULT_EPOCHS)
+    train.add_argument("--early-stopping", type=types.positive(int), default=None,
+                       metavar="N",
+                       help="stop once N epochs in a row have not improved the held-out score "
+                            "(log loss; mse for regression; P@1 for --multilabel) and save the "
+                            "best epoch's model (default: run every epoch, save the last)")
     train.add_argument("--batch-size", type=types.positive(int), default=DEFAULT_BATCH_SIZE,
                        help="samples per batch (default %d)" % DEFAULT_BATCH_SIZE)
     train.add_argument("--lr", type=types.positive(float), default=DEFAULT_LR,

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from . import _files
+from . import _epochs, _files
 from ._errors import InputError
 from ._metrics import format_metrics, metrics
 from ._parser import DEFAULT_VALIDATION_FRACTION
@@ -30,6 +30,7 @@ def train(args):
         raise InputError("--num-sampled applies to --multilabel training (its sampled output "
                          "layer) only")
     fraction = _validation_fraction(args)
+    _epochs.check_early_stopping(args, bool(args.test) or fraction > 0)
     for path in args.data + ([args.test] if args.test else []):
         _files.check_readable(path)
     replacing = _files.check_model_dir(args.model_dir)
@@ -48,6 +49,7 @@ def train(args):
                          % (fraction, X.shape[0]))
     X_train, y_train, X_test, y_test, held_out = _split(args, X, y, zero_based, fraction,
                                                         classify)
+    _epochs.check_early_stopping(args, X_test is not None)
     model = _build_model(args, X_train.shape[0], X_train.shape[1], classify)
     fit_args = {"classes": np.unique(y_train)} if classify else {}
     if classify and len(fit_args["classes"]) < 2:
@@ -60,7 +62,16 @@ def train(args):
         print("model-dir: %s holds a model; it will be replaced when training ends"
               % args.model_dir)
 
-    last_metrics = _fit_epochs(args, model, X_train, y_train, X_test, y_test, fit_args)
+    rule = evaluate = None
+    if X_test is not None:
+        rule = _epochs.criterion(args.task, classify and bool(
+            np.isin(y_test, fit_args["classes"]).all()))
+
+        def evaluate():
+            return metrics(model, X_test, y_test)
+    last_metrics, epochs_run, kept = _epochs.run_epochs(
+        args, model, lambda: model.partial_fit(X_train, y_train, **fit_args), evaluate, rule,
+        format_metrics)
     if zero_based != "auto":
         # Saved with the model: predict and evaluate read their files with it.
         model.zero_based_ = zero_based
@@ -68,9 +79,9 @@ def train(args):
     model.save(args.model_dir)
     scores = {name: value for name, value in last_metrics.items() if name != "loss"}
     # The one line that says what was done: time (data, training and save),
-    # the last epoch's held-out numbers and where the model is.
-    print("summary: %d epochs in %.1f s; %s; model written to %s"
-          % (args.epochs, time.perf_counter() - start,
+    # the kept epoch's held-out numbers and where the model is.
+    print("summary: %s in %.1f s; %s; model written to %s"
+          % (_epochs.describe(epochs_run, kept), time.perf_counter() - start,
              ("held-out " + format_metrics(scores)) if scores
              else "training loss %.4f (no held-out data)" % last_metrics["loss"],
              os.path.abspath(args.model_dir)))
@@ -151,25 +162,3 @@ def _build_model(args, n_train, n_features, classify):
     return estimator(hidden_layer_sizes=args.hidden, batch_size=batch_size,
                      learning_rate_init=args.lr, alpha=args.alpha, optimizer=args.optimizer,
                      ctx=args.ctx, random_state=args.seed)
-
-
-def _fit_epochs(args, model, X_train, y_train, X_test, y_test, fit_args):
-    """Train ``args.epochs`` epochs, one line each; the last epoch's metrics."""
-    from tqdm.auto import tqdm
-    # disable=None: a bar on terminals only, not in logs and pipes.
-    progress = tqdm(range(args.epochs), desc="train", unit="epoch",
-                    disable=True if args.quiet else None)
-    values = {}
-    for epoch in progress:
-        start = time.perf_counter()
-        model.partial_fit(X_train, y_train, **fit_args)
-        seconds = time.perf_counter() - start
-        values = {"loss": model.loss_}
-        if X_test is not None:
-            values.update(metrics(model, X_test, y_test))
-        progress.set_postfix({name: "n/a" if value is None else "%.4f" % value
-                              for name, value in values.items()})
-        tqdm.write("epoch %d/%d  %s  (%.2f s)" % (epoch + 1, args.epochs,
-                                                   format_metrics(values), seconds))
-    model.n_iter_ = args.epochs  # one fit's epochs (partial_fit counts its own call only)
-    return values
