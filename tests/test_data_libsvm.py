@@ -494,3 +494,60 @@ def test_serial_and_parallel_paths_give_identical_results():
 def test_a_path_that_is_no_path_is_named(paths):
     with pytest.raises(TypeError, match="expected a path .* got (NoneType|int)"):
         load_libsvm(paths)
+
+
+@pytest.mark.parametrize("value", [0, 1, 0.0, "true", None])
+def test_zero_based_other_than_a_bool_or_auto_is_refused_by_every_reader(tmp_path, value):
+    """0 and 1 used to mean opposite things in different readers (load_libsvm took 0 as
+    zero-based, LibSVMStream as one-based); scikit-learn refuses them too."""
+    from gluon_sparse.data import load_multilabel
+    path = tmp_path / "f.svm"
+    path.write_text("1 1:2 3:4\n0 2:1\n")
+    readers = [lambda: load_libsvm(str(path), zero_based=value),
+               lambda: LibSVMDataset(str(path), zero_based=value),
+               lambda: load_multilabel(str(path), zero_based=value),
+               lambda: LibSVMStream(str(path), batch_size=1, num_features=4,
+                                    zero_based=value)]
+    for read in readers:
+        with pytest.raises(ValueError, match="zero_based must be True, False"):
+            read()
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_numpy_bool_zero_based_reads_as_the_bool(tmp_path, value):
+    from gluon_sparse.data import load_multilabel
+    path = tmp_path / "f.svm"
+    path.write_text("1 1:2 3:4\n0 2:1\n")
+    expected = load_svmlight_file(str(path), zero_based=value, n_features=4)[0].toarray()
+    X, _ = load_libsvm(str(path), zero_based=np.bool_(value), num_features=4)
+    np.testing.assert_array_equal(X.toarray(), expected)
+    dataset = LibSVMDataset(str(path), zero_based=np.bool_(value), num_features=4,
+                            cache=str(tmp_path / "cache"))  # the options go into JSON
+    np.testing.assert_array_equal(dataset.data.toarray(), expected)
+    assert dataset.zero_based_ is value
+    X, _ = load_multilabel(str(path), zero_based=np.bool_(value), num_features=4)
+    np.testing.assert_array_equal(X.toarray(), expected)
+    batch = next(iter(LibSVMStream(str(path), batch_size=2, num_features=4,
+                                   zero_based=np.bool_(value), prefetch=0)))[0]
+    np.testing.assert_array_equal(batch.asnumpy(), expected)
+
+
+def test_stacked_row_pointers_do_not_wrap_past_int32():
+    """Several files whose non-zeros together pass 2^31 - 1: each file's int32 row pointers
+    plus the offset of the files before it (NumPy < 2 kept the sum in int32)."""
+    from gluon_sparse.data.libsvm import _stacked_indptr
+    blocks = [np.array([0, 1_500_000_000], dtype=np.int32),
+              np.array([0, 1_000_000_000, 2_000_000_000], dtype=np.int32)]
+    indptr = _stacked_indptr(blocks, np.int64)
+    assert indptr.dtype == np.int64
+    assert indptr.tolist() == [0, 1_500_000_000, 2_500_000_000, 3_500_000_000]
+
+
+def test_a_negative_index_beyond_int64_is_named_negative(tmp_path):
+    path = tmp_path / "f.svm"
+    path.write_text("1 -99999999999999999999:1\n")
+    with pytest.raises(ValueError, match="line 1: .*indices must not be negative"):
+        load_libsvm(str(path))
+    path.write_text("1 99999999999999999999:1\n")
+    with pytest.raises(ValueError, match="line 1: .*too large"):
+        load_libsvm(str(path))

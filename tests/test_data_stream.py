@@ -187,3 +187,34 @@ def test_batches_are_full_across_chunk_and_file_boundaries(libsvm_file, last_bat
     assert sizes[:-1] == [97] * (len(sizes) - 1)
     assert sizes[-1] == (24000 % 97 if last_batch == "keep" else 97)
     assert sum(sizes) == (24000 if last_batch == "keep" else 24000 - 24000 % 97)
+
+
+@pytest.mark.parametrize("opener", [gzip.compress, __import__("bz2").compress])
+def test_a_damaged_compressed_file_is_named_where_the_damage_is(tmp_path, opener):
+    """As load_libsvm: the line and bytes of text read before the end of the data (the
+    stream read whole chunks with readinto, which drops what it decompressed when the
+    stream ends early, and named line 1)."""
+    suffix = ".gz" if opener is gzip.compress else ".bz2"
+    path = tmp_path / ("cut" + suffix)
+    raw = opener(b"".join(b"%d 1:1 2:2\n" % i for i in range(200_000)))
+    path.write_bytes(raw[:len(raw) // 2])
+    with pytest.raises(ValueError) as whole:
+        load_libsvm(str(path))
+    with pytest.raises(ValueError) as streamed:
+        for _ in LibSVMStream(str(path), batch_size=1000, num_features=3, prefetch=0):
+            pass
+    line = int(str(whole.value).split("line ")[1].split(":")[0])
+    assert line > 1000
+    streamed_line = int(str(streamed.value).split("line ")[1].split(":")[0])
+    # Within one read of the decompressor of the whole-file reader's position.
+    assert abs(streamed_line - line) < 10_000, (str(whole.value), str(streamed.value))
+
+
+def test_csr_array_input_is_served_as_a_csr_matrix():
+    X = sp.random(30, 8, density=0.3, format="csr", random_state=0, dtype=np.float32)
+    y = np.arange(30, dtype=np.float32)
+    for data in (sp.csr_array(X), sp.coo_array(X)):
+        dataset = CSRDataset(data, y)
+        assert isinstance(dataset.data, sp.csr_matrix)
+        batches = [b.asnumpy() for b, _ in SparseDataLoader(dataset, batch_size=7, prefetch=0)]
+        np.testing.assert_array_equal(np.concatenate(batches), X.toarray())

@@ -153,3 +153,23 @@ def test_loader_batches_are_csr_and_cover_the_data(tmp_path):
     ref = np.hstack([ds.data.toarray(), ds.label.toarray()])
     got = np.hstack([X, Y])
     np.testing.assert_array_equal(got[np.lexsort(got.T)], ref[np.lexsort(ref.T)])
+
+
+def test_a_dense_indicator_is_read_as_one():
+    """MultiLabelBinarizer's default output (a dense 0/1 array) was read as label-id lists."""
+    X = sp.random(3, 5, density=0.5, format="csr", random_state=0, dtype=np.float32)
+    Y = MultiLabelBinarizer().fit_transform([[1, 2], [0], [2]])
+    dense = MultiLabelDataset(X, Y)
+    np.testing.assert_array_equal(dense.label.toarray(), Y)
+    np.testing.assert_array_equal(MultiLabelDataset(X, sp.csr_matrix(Y)).label.toarray(), Y)
+    np.testing.assert_array_equal(MultiLabelDataset(X, [[1, 2], [0], [2]]).label.toarray(), Y)
+    with pytest.raises(ValueError, match="num_labels=4 but the label indicator has 3 columns"):
+        MultiLabelDataset(X, Y, num_labels=4)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_an_indicator_value_other_than_0_or_1_is_named(sparse):
+    X = sp.random(3, 5, density=0.5, format="csr", random_state=0, dtype=np.float32)
+    Y = np.array([[0, 1, 0], [1, 0, 0], [0, 2, 1]], dtype=np.float32)
+    with pytest.raises(ValueError, match="row 2 has 2.0 for label 1"):
+        MultiLabelDataset(X, sp.csr_matrix(Y) if sparse else Y)

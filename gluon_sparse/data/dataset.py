@@ -25,7 +25,9 @@ def _to_csr(data):
     if isinstance(data, mx.nd.NDArray):
         data = data.asscipy() if data.stype == "csr" else data.asnumpy()
     if sp.issparse(data):
-        csr = data.tocsr()
+        # csr_matrix also of scipy's sparse *arrays* (csr_array, coo_array, ...), which
+        # the batchify functions and 1-D row slices do not serve.
+        csr = data.tocsr() if isinstance(data, sp.spmatrix) else sp.csr_matrix(data)
     else:
         array = np.asarray(data)
         if array.ndim != 2:
@@ -143,7 +145,7 @@ class LibSVMDataset(CSRDataset):
 
     def __init__(self, path_or_paths, num_features=None, zero_based="auto", dtype="float32",
                  multilabel=False, cache=False):
-        _check_zero_based(zero_based)
+        zero_based = _check_zero_based(zero_based)
         num_features = check_size("num_features", num_features)
         paths = _as_path_list(path_or_paths)
         self.paths = paths

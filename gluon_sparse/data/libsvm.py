@@ -155,9 +155,19 @@ def check_size(name, value):
     return int(value)
 
 
-def _check_zero_based(zero_based):
-    if zero_based not in (True, False, "auto"):
-        raise ValueError("zero_based must be True, False or 'auto', got %r" % (zero_based,))
+def _check_zero_based(zero_based, allow_auto=True):
+    """``zero_based`` as True, False or 'auto' (a NumPy bool becomes a bool).
+
+    Anything else is refused, as scikit-learn's svmlight reader does: the
+    readers compare with ``is False``, under which a 0 or 1 would silently mean
+    the other index base.
+    """
+    if isinstance(zero_based, (bool, np.bool_)):
+        return bool(zero_based)
+    if allow_auto and isinstance(zero_based, str) and zero_based == "auto":
+        return "auto"
+    raise ValueError("zero_based must be True, False%s, got %r (%s)"
+                     % (" or 'auto'" if allow_auto else "", zero_based, type(zero_based).__name__))
 
 
 def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", multilabel=False,
@@ -234,7 +244,7 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     >>> zero_based  # heart_scale's indices start at 1  # doctest: +SKIP
     False
     """
-    _check_zero_based(zero_based)
+    zero_based = _check_zero_based(zero_based)
     num_features = check_size("num_features", num_features)
     paths = _as_path_list(paths)
     chunks = []
@@ -278,6 +288,22 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     return X, y
 
 
+def _stacked_indptr(indptrs, index_dtype):
+    """The row pointers of CSR blocks stacked vertically, in ``index_dtype``.
+
+    Each block's pointers are converted before the offset is added: a file's
+    own int32 pointers plus an offset past 2^31 - 1 would wrap (NumPy < 2 keeps
+    an int32 array plus a scalar that fits in int32 in int32).
+    """
+    indptr = np.zeros(sum(p.size - 1 for p in indptrs) + 1, dtype=index_dtype)
+    row = 0
+    for block in indptrs:
+        rows = block.size - 1
+        indptr[row + 1:row + 1 + rows] = block[1:].astype(index_dtype) + indptr[row]
+        row += rows
+    return indptr
+
+
 def _concatenate(chunks, shift, num_features):
     """One CSR matrix of all chunks, indices shifted; single chunks are not copied."""
     num_rows = sum(c.num_rows for c in chunks)
@@ -292,11 +318,7 @@ def _concatenate(chunks, shift, num_features):
         indices = np.concatenate([c.indices for c in chunks]).astype(index_dtype, copy=False)
         if shift:
             indices -= index_dtype(shift)
-        indptr = np.zeros(num_rows + 1, dtype=index_dtype)
-        row = 0
-        for c in chunks:
-            indptr[row + 1:row + 1 + c.num_rows] = c.indptr[1:] + indptr[row]
-            row += c.num_rows
+        indptr = _stacked_indptr([c.indptr for c in chunks], index_dtype)
     if num_features > _INT32_MAX and indices.dtype != np.int64:
         indices, indptr = indices.astype(np.int64), indptr.astype(np.int64)
     X = sp.csr_matrix((values, indices, indptr), shape=(num_rows, num_features), copy=False)

@@ -22,6 +22,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
+from .._sparse_entries import first_not_binary, row_of_entry
 from .batchify import CSRBatchify
 from .libsvm import (_as_path_list, _check_zero_based, check_size, open_libsvm_buffer,
                      parse_libsvm_bytes, row_line_number)
@@ -172,7 +173,7 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
     ValueError
         On malformed text or inconsistent sizes, naming the file and the line.
     """
-    _check_zero_based(zero_based)
+    zero_based = _check_zero_based(zero_based)
     num_features = check_size("num_features", num_features)
     num_labels = check_size("num_labels", num_labels)
     if format not in ("auto", "libsvm", "xc"):
@@ -247,6 +248,31 @@ def labels_to_indicator(label_lists, num_labels=None, dtype="float32"):
     return Y
 
 
+def _as_indicator(label):
+    """``label`` as a CSR matrix if it is an indicator (sparse, or a 2-D numeric
+    array), None if it is label lists."""
+    if sp.issparse(label):
+        return sp.csr_matrix(label)
+    if isinstance(label, (list, tuple)):
+        return None
+    array = np.asarray(label)
+    if array.ndim == 2 and array.dtype.kind in "biuf":
+        return sp.csr_matrix(array)
+    return None
+
+
+def _checked_indicator(Y, num_labels):
+    """A 0/1 indicator, or a ValueError naming the row and label of the first other value."""
+    bad = first_not_binary(Y.data)
+    if bad is not None:
+        raise ValueError("a label indicator holds only 0 and 1; row %d has %r for label %d"
+                         % (row_of_entry(Y.indptr, bad), Y.data[bad].item(), Y.indices[bad]))
+    if num_labels is not None and num_labels != Y.shape[1]:
+        raise ValueError("num_labels=%d but the label indicator has %d columns"
+                         % (num_labels, Y.shape[1]))
+    return Y
+
+
 class MultiLabelDataset:
     """Samples ``X`` (CSR) with a CSR label indicator ``Y``.
 
@@ -254,19 +280,23 @@ class MultiLabelDataset:
     ----------
     data : scipy.sparse matrix
         ``(n, num_features)``.
-    label : scipy.sparse matrix or list of label-id lists
-        ``(n, num_labels)`` indicator, or one list of ids per row.
+    label : scipy.sparse matrix, 2-D array, or list of label-id lists
+        ``(n, num_labels)`` indicator of 0 and 1, sparse or dense (as
+        scikit-learn's ``MultiLabelBinarizer`` returns it), or one list of ids
+        per row (a list of lists is always read as ids).
     num_labels : int, optional
-        For list labels: the number of labels (default: largest id + 1).
+        For list labels: the number of labels (default: largest id + 1). For an
+        indicator: its width, checked.
     """
 
     def __init__(self, data, label, num_labels=None):
-        self.data = sp.csr_matrix(data)
-        if not self.data.has_sorted_indices:
-            self.data.sort_indices()
-        if not sp.issparse(label):
-            label = labels_to_indicator(label, num_labels, dtype=self.data.dtype)
-        self.label = sp.csr_matrix(label)
+        from .dataset import _to_csr
+        self.data = _to_csr(data)  # never reorders the caller's matrix
+        indicator = _as_indicator(label)
+        if indicator is None:
+            self.label = labels_to_indicator(label, num_labels, dtype=self.data.dtype)
+        else:
+            self.label = _checked_indicator(indicator, num_labels).astype(self.data.dtype)
         if self.label.shape[0] != self.data.shape[0]:
             raise ValueError("the label indicator has %d rows but data has %d"
                              % (self.label.shape[0], self.data.shape[0]))

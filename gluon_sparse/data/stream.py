@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
-from .libsvm import DECOMPRESSION_ERRORS, _as_path_list, decompression_error
+from .libsvm import DECOMPRESSION_ERRORS, _as_path_list, _check_zero_based, decompression_error
 from ._libsvm_parser import newlines_before, parse_libsvm_bytes, row_line_number
 from .prefetch import Prefetcher
 
@@ -102,9 +102,10 @@ class LibSVMStream:
     def __init__(self, path_or_paths, batch_size, num_features, chunk_bytes=16 << 20,
                  shuffle_buffer=0, zero_based=False, dtype="float32", last_batch="keep",
                  seed=None, prefetch=2, num_parts=1, part_index=0):
-        if zero_based not in (True, False):
-            raise ValueError("LibSVMStream needs zero_based=True or False (got %r): 'auto' "
-                             "would need to read the whole file first" % (zero_based,))
+        if isinstance(zero_based, str) and zero_based == "auto":
+            raise ValueError("LibSVMStream needs zero_based=True or False (got 'auto'): 'auto' "
+                             "would need to read the whole file first")
+        zero_based = _check_zero_based(zero_based, allow_auto=False)
         if batch_size < 1 or num_features < 1 or chunk_bytes < 1 or shuffle_buffer < 0:
             raise ValueError("need batch_size >= 1, num_features >= 1, chunk_bytes >= 1 and "
                              "shuffle_buffer >= 0; got %d, %d, %d, %d"
@@ -172,22 +173,26 @@ class LibSVMStream:
                     buffer[:filled] = previous[previous_cut:previous_end]
                 while True:
                     if filled == len(buffer):
-                        buffer.extend(bytes(len(buffer)))
+                        cut = buffer.rfind(b"\n", 0, filled) + 1
+                        if cut:
+                            break
+                        buffer.extend(bytes(len(buffer)))  # one line longer than the buffer
                     try:
+                        # readinto1: one read of the decompressor at a time. On a
+                        # damaged .gz / .bz2, readinto would drop what it had already
+                        # decompressed in this call, and the error would name the
+                        # start of the chunk instead of the damage.
                         with memoryview(buffer) as view:
-                            read = f.readinto(view[filled:])
+                            read = f.readinto1(view[filled:])
                     except DECOMPRESSION_ERRORS as err:
                         line = lines_before + buffer.count(b"\n", 0, filled) + 1
                         raise decompression_error(path, err, offset + filled, line) from err
-                    end = filled + read
                     if not read:
                         if filled:
                             yield memoryview(buffer)[:filled], lines_before
                         return
-                    cut = buffer.rfind(b"\n", 0, end) + 1
-                    if cut:
-                        break
-                    filled = end  # no complete line yet
+                    filled += read
+                end = filled
                 text = memoryview(buffer)[:cut]
                 yield text, lines_before
                 lines_before += newlines_before(text, cut)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "number_lexer.h"
@@ -113,6 +114,9 @@ class Parser {
       switch (ParseInt(t, colon, &index)) {
         case IntStatus::kInvalid: return Fail(GS_LIBSVM_BAD_INDEX, t, t_end);
         case IntStatus::kTooLarge: return Fail(GS_LIBSVM_INDEX_TOO_LARGE, t, t_end);
+        // Beyond int64 but negative: the error is the sign (detail: the most negative int64).
+        case IntStatus::kTooSmall:
+          return Fail(GS_LIBSVM_NEGATIVE_INDEX, t, t_end, std::numeric_limits<int64_t>::min());
         case IntStatus::kOk: break;
       }
       if (index < 0) return Fail(GS_LIBSVM_NEGATIVE_INDEX, t, t_end, index);

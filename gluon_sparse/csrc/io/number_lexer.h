@@ -23,7 +23,8 @@ inline bool IsSpace(char c) {
 
 inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-enum class IntStatus { kOk, kInvalid, kTooLarge };
+// kTooLarge: above INT64_MAX; kTooSmall: below -INT64_MAX (a negative number all the same).
+enum class IntStatus { kOk, kInvalid, kTooLarge, kTooSmall };
 
 constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -132,7 +133,7 @@ inline IntStatus ParseInt(const char* s, const char* e, int64_t* out) {
     if (value > (limit - digit) / 10) too_large = true;
     if (!too_large) value = value * 10 + digit;
   }
-  if (too_large) return IntStatus::kTooLarge;
+  if (too_large) return negative ? IntStatus::kTooSmall : IntStatus::kTooLarge;
   *out = negative ? -static_cast<int64_t>(value) : static_cast<int64_t>(value);
   return IntStatus::kOk;
 }
