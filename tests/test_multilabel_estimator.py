@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score
 
 from gluon_sparse.nn.topk import precision_at_k
+from gluon_sparse.data import LibSVMDataset
 from gluon_sparse.sklearn import SparseMultiLabelClassifier, load
 
 from estimator_checks import parametrize_estimator_checks
@@ -348,3 +349,78 @@ def _expected_failed_checks(estimator):
                               expected_failed_checks=_expected_failed_checks)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_a_matrix_fitted_model_says_when_a_files_index_base_is_a_guess(data, tmp_path):
+    X, Y, _, _ = data
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(8,), max_iter=1, num_sampled=4,
+                                       random_state=0).fit(X, Y)
+    last = X.shape[1] - 1
+    rows = [i for i in range(X.shape[0]) if 0 not in X[i].indices and last not in X[i].indices]
+    with open(tmp_path / "guess.txt", "w") as f:
+        for i in rows[:20]:
+            f.write(",".join(map(str, Y[i])) + " " + " ".join(
+                "%d:%g" % (c, v) for c, v in zip(X[i].indices, X[i].data)) + "\n")
+    with pytest.warns(UserWarning, match="index base is unknown"):
+        model.predict_top_k(str(tmp_path / "guess.txt"), 3)
+
+
+@pytest.mark.parametrize("weights", [0.0, -1.0])
+def test_sample_weights_summing_to_zero_or_less_are_refused(data, weights):
+    """As SparseMLPClassifier: every batch would be skipped, leaving the initial weights
+    with a loss curve of zeros."""
+    X, Y, _, _ = data
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(8,), max_iter=2, num_sampled=4)
+    with pytest.raises(ValueError, match="sample_weight sums to"):
+        model.fit(X[:50], Y[:50], sample_weight=np.full(50, weights))
+
+
+def _write_one_based(path, X, label_rows):
+    """One-based multi-label LibSVM; returns the path as a str."""
+    with open(path, "w") as f:
+        for i, labels in enumerate(label_rows):
+            row = X[i]
+            f.write(",".join(map(str, labels)) + " " + " ".join(
+                "%d:%g" % (c + 1, v) for c, v in zip(row.indices, row.data)) + "\n")
+    return str(path)
+
+
+def test_a_path_and_a_multilabel_libsvm_dataset_read_the_same_labels(tmp_path):
+    """Label ids in both: the dataset route took them as label values (float classes_ of the
+    labels present), the path route as indicator columns."""
+    X = sp.random(60, 10, density=0.3, format="csr", random_state=0)
+    path = _write_one_based(tmp_path / "a.svm", X, [[3, 9] if i % 2 else [3] for i in range(60)])
+
+    def model():
+        return SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=2, max_iter=2,
+                                          random_state=0)
+    from_path = model().fit(path)
+    from_dataset = model().fit(LibSVMDataset(path, multilabel=True))
+    np.testing.assert_array_equal(from_path.classes_, np.arange(10))
+    np.testing.assert_array_equal(from_dataset.classes_, from_path.classes_)
+    for a, b in zip(from_path.predict_top_k(path, 3), from_dataset.predict_top_k(path, 3)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_partial_fit_over_files_of_different_largest_label_ids(tmp_path):
+    """Each part file's indicator was as wide as its own largest id: 'Y has 5 columns but the
+    model was fitted with 10 labels'."""
+    X = sp.random(60, 10, density=0.3, format="csr", random_state=0)
+    first = _write_one_based(tmp_path / "a.svm", X, [[i % 7, 9] for i in range(60)])
+    second = _write_one_based(tmp_path / "b.svm", X, [[i % 5] for i in range(60)])
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=2, max_iter=1,
+                                       random_state=0).fit(first)
+    model.partial_fit(second, None)
+    model.partial_fit(LibSVMDataset(second, multilabel=True), None)
+    assert model.n_outputs_ == 10
+    unseen = _write_one_based(tmp_path / "c.svm", X, [[20] for _ in range(60)])
+    with pytest.raises(ValueError, match=r"\[20\]"):
+        model.partial_fit(unseen, None)
+    assert model.score(unseen) == 0.0  # unseen labels count as misses
+
+
+def test_a_multilabel_dataset_label_that_is_not_an_id_is_named(tmp_path):
+    X = sp.random(3, 10, density=0.3, format="csr", random_state=0)
+    path = _write_one_based(tmp_path / "a.svm", X, [[1], [2.5], [3]])
+    with pytest.raises(ValueError, match=r"a\.svm, line 2: label 2\.5 is not a label id"):
+        SparseMultiLabelClassifier(max_iter=1).fit(LibSVMDataset(path, multilabel=True))

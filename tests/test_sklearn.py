@@ -867,3 +867,61 @@ def test_models_wider_than_a_1024_row_block_predict_in_smaller_blocks():
     with pytest.raises(ValueError, match=r"batch_size=200 with 16777216 features: .* use "
                                          r"batch_size <= 127"):
         SparseNetClassifier(batch_size=200, max_iter=1).fit(X, y)
+
+
+def test_a_model_fitted_on_a_matrix_says_when_a_files_index_base_is_a_guess(tmp_path):
+    """Fitted on a matrix, the model has no base to read a file with: 'auto' reads a
+    zero-based file without feature 0 one column off. A warning says so; a file whose
+    base is certain (feature 0, or an index equal to the width) reads without one."""
+    import warnings
+    from sklearn.datasets import dump_svmlight_file
+    rng = np.random.RandomState(0)
+    X = rng.rand(60, 6) * (rng.rand(60, 6) < 0.6)
+    y = (X[:, 1] > X[:, 2]).astype(int)
+    clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, random_state=0).fit(X, y)
+    expected = clf.predict_proba(X[:10])
+    no_zero = X[:10].copy()
+    no_zero[:, 0] = 0
+    no_zero[:, 5] = 0  # and no last column: nothing in the file tells the base
+    dump_svmlight_file(no_zero, y[:10], str(tmp_path / "guess.svm"), zero_based=True)
+    with pytest.warns(UserWarning, match=r"guess\.svm: SparseMLPClassifier was fitted on a "
+                                         r"matrix, so this file's index base is unknown"):
+        clf.predict(str(tmp_path / "guess.svm"))
+    full = X[:10].copy()
+    full[:, 0] += 1  # feature 0 present: zero-based for certain
+    full[:, 5] += 1  # last column present: one-based for certain
+    dump_svmlight_file(full, y[:10], str(tmp_path / "zero.svm"), zero_based=True)
+    dump_svmlight_file(full, y[:10], str(tmp_path / "one.svm"), zero_based=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("zero.svm", "one.svm"):
+            np.testing.assert_array_equal(clf.predict_proba(str(tmp_path / name)),
+                                          clf.predict_proba(full))
+    np.testing.assert_array_equal(clf.predict_proba(X[:10]), expected)
+
+
+@pytest.mark.parametrize("optimizer, alpha, message", [
+    ("groupadagrad", 0.0, "2-D weights only"),
+    ("test", 0.0, "unit tests"),
+    ("adagrad", 1e-4, "use optimizer='sparseadagrad'"),
+])
+def test_optimizers_that_cannot_train_these_networks_are_refused_with_the_reason(
+        optimizer, alpha, message):
+    """They failed inside the first step: an empty AssertionError (GroupAdaGrad), a
+    storage-type MXNetError (AdaGrad with weight decay on a row_sparse gradient)."""
+    from gluon_sparse.sklearn import SparseMultiLabelClassifier
+    X, y = sparse_blobs()
+    for model in (SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1, optimizer=optimizer,
+                                      alpha=alpha),
+                  SparseMultiLabelClassifier(hidden_layer_sizes=(4,), max_iter=1,
+                                             optimizer=optimizer, alpha=alpha)):
+        with pytest.raises(ValueError, match="optimizer=.%s.*%s" % (optimizer, message)):
+            model.fit(X, [[label] for label in y] if isinstance(
+                model, SparseMultiLabelClassifier) else y)
+
+
+def test_adagrad_without_weight_decay_trains():
+    X, y = sparse_blobs()
+    model = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, optimizer="adagrad",
+                                alpha=0.0, random_state=0).fit(X, y)
+    assert np.isfinite(model.predict_proba(X)).all()

@@ -2,12 +2,6 @@
 raises :class:`argparse.ArgumentTypeError` naming what was expected."""
 import argparse
 
-# MXNet registers an optimizer named 'test' for its own unit tests; it is not
-# one to train with, so the command line neither offers nor accepts it.
-# Registered optimizers that cannot train these networks: MXNet's test optimizer,
-# and contrib's GroupAdaGrad, which takes 2-D weights only (every network has biases).
-_INTERNAL_OPTIMIZERS = frozenset({"test", "groupadagrad"})
-
 
 def hidden_sizes(text):
     """``'128,8'`` -> ``(128, 8)``; ``''``, ``'none'`` or ``'linear'`` -> ``()``."""
@@ -95,7 +89,10 @@ def optimizer_names():
     import mxnet as mx
 
     from .. import optimizer  # noqa: F401  registers 'sparseadam'
-    return sorted(set(mx.optimizer.Optimizer.opt_registry) - _INTERNAL_OPTIMIZERS)
+    # Those that cannot train these networks (MXNet's test optimizer, GroupAdaGrad)
+    # are neither offered nor accepted.
+    from ..sklearn._training import UNUSABLE_OPTIMIZERS
+    return sorted(set(mx.optimizer.Optimizer.opt_registry) - set(UNUSABLE_OPTIMIZERS))
 
 
 def optimizer_name(text):

@@ -27,7 +27,7 @@ from sklearn.utils.validation import validate_data
 from . import _persistence
 from ..data import csr_to_ndarray
 from ._context import available_context
-from ._data import is_libsvm_source, load_libsvm_source
+from ._data import is_libsvm_source, load_libsvm_source, warn_if_base_guessed
 from ._hyperparams import COMMON_CONSTRAINTS
 from ._params import module_param_arrays
 from ._prediction import PredictionMixin
@@ -153,9 +153,11 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         alone decides per file: a zero-based training file without feature 0
         would be read as one-based, a test file with feature 0 as zero-based.)
         """
+        source = X
         X, y, zero_based = load_libsvm_source(
-            X, n_features=None if reset else self.n_features_in_,
+            source, n_features=None if reset else self.n_features_in_,
             zero_based=getattr(self, "zero_based_", "auto"))
+        warn_if_base_guessed(self, X, zero_based, source, reset)
         if training:
             self.zero_based_ = zero_based
         return X, y

@@ -7,6 +7,7 @@ CSR matrix here, validated by scikit-learn's ``validate_data``, before any
 MXNet call.
 """
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -14,7 +15,7 @@ import scipy.sparse as sp
 from ..data import LibSVMDataset, csr_to_ndarray, load_libsvm
 from ..data.batchify import check_batch_size
 
-__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "padded_csr_batches",
+__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "warn_if_base_guessed", "padded_csr_batches",
            "batch_rows_limit", "check_training_batch"]
 
 # Rows per forward pass at prediction time. Every batch is padded to exactly
@@ -120,3 +121,27 @@ def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):
                                                        chunk.indptr.dtype)])
         padded = sp.csr_matrix((chunk.data, chunk.indices, indptr), shape=(rows, X.shape[1]))
         yield csr_to_ndarray(padded, np.float32, ctx), n_real
+
+
+def warn_if_base_guessed(estimator, X, zero_based, source, reset):
+    """Warn where a model fitted on a matrix reads a file whose index base is a guess.
+
+    A model fitted on LibSVM files reads every later file with their base
+    (``zero_based_``). One fitted on a matrix has no base to go by: 'auto' reads
+    a file without feature 0 as one-based, right for a file like the one
+    ``load_svmlight_file`` made the matrix from, one column off for a zero-based
+    file that does not use feature 0 (``dump_svmlight_file`` writes zero-based
+    files). Only a file with feature 0 (zero-based) or with an index equal to
+    the model's width (one-based) says which it is.
+    """
+    if (reset or zero_based is not False or hasattr(estimator, "zero_based_")
+            or isinstance(source, LibSVMDataset)):  # a dataset's base is its reader's choice
+        return
+    if X.nnz and X.indices.max() == X.shape[1] - 1:
+        return  # one-based for certain: read as zero-based, the last index would not fit
+    warnings.warn("%s: %s was fitted on a matrix, so this file's index base is unknown; it was "
+                  "read as one-based (it has no feature 0). If its indices start at 0, read it "
+                  "with gluon_sparse.data.load_libsvm(..., zero_based=True, num_features=%d) "
+                  "and pass the matrix" % (", ".join(libsvm_paths(source)),
+                                           type(estimator).__name__, X.shape[1]),
+                  UserWarning, stacklevel=4)

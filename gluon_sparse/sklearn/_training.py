@@ -37,16 +37,34 @@ from ._params import first_nonfinite_param
 logger = logging.getLogger(__name__)
 
 __all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged",
-           "check_partial_fit_params", "fit_trainer"]
+           "check_partial_fit_params", "check_weight_total", "fit_trainer"]
 
 
-def registered_optimizer(name):
-    """Check that ``name`` is a registered MXNet optimizer ('sparseadam' is, by this import)."""
+#: Registered MXNet optimizers that cannot train these networks, and why.
+UNUSABLE_OPTIMIZERS = {
+    "test": "it is the optimizer of MXNet's own unit tests",
+    "groupadagrad": "MXNet's GroupAdaGrad takes 2-D weights only, and every layer has a bias",
+}
+
+
+def registered_optimizer(name, alpha=0.0):
+    """``name`` lower-cased, if it is a registered MXNet optimizer ('sparseadam' is, by this
+    import) that can train these networks with L2 penalty ``alpha``; else a ValueError."""
     known = mx.optimizer.Optimizer.opt_registry
-    if name.lower() not in known:
+    lowered = name.lower()
+    if lowered not in known:
         raise ValueError("optimizer=%r is not a registered MXNet optimizer; known: %s"
                          % (name, ", ".join(sorted(known))))
-    return name.lower()
+    if lowered in UNUSABLE_OPTIMIZERS:
+        raise ValueError("optimizer=%r cannot train these networks: %s; choose another, e.g. "
+                         "'sparseadam'" % (name, UNUSABLE_OPTIMIZERS[lowered]))
+    if lowered == "adagrad" and alpha > 0:
+        # MXNet fails inside the first step, with a storage-type error naming no option.
+        raise ValueError("optimizer='adagrad' with alpha=%g: MXNet's AdaGrad has no weight decay "
+                         "for the row_sparse gradient of the sparse first layer; use "
+                         "optimizer='sparseadagrad' (AdaGrad with weight decay, exact) or "
+                         "alpha=0" % alpha)
+    return lowered
 
 
 def fit_trainer(estimator, module, optimizer, incremental):
@@ -107,6 +125,15 @@ def raise_if_diverged(estimator, module, always):
                                      cause))
 
 
+def check_weight_total(n_samples, sample_weight):
+    """The weights' sum; refused if 0 or less: no batch would train (every one skipped)."""
+    total = float(n_samples if sample_weight is None else sample_weight.sum())
+    if not total > 0:
+        raise ValueError("sample_weight sums to %g; at least one sample needs a positive weight"
+                         % total)
+    return total
+
+
 class TrainingMixin:
     """``fit``, the epoch loop and early stopping, shared by every estimator."""
 
@@ -143,7 +170,7 @@ class TrainingMixin:
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         targets, n_outputs = self._encode_targets(y, first_pass, classes)
-        optimizer = registered_optimizer(self.optimizer)
+        optimizer = registered_optimizer(self.optimizer, self.alpha)
         if first_pass:
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(n_outputs))
@@ -195,10 +222,7 @@ class TrainingMixin:
             X, X_val, targets, targets_val, sample_weight, sample_weight_val = self._split_validation(
                 X, targets, sample_weight)
         n_samples = X.shape[0]
-        weight_total = float(n_samples if sample_weight is None else sample_weight.sum())
-        if weight_total <= 0:
-            raise ValueError("sample_weight sums to %g; at least one sample needs a positive weight"
-                             % weight_total)
+        weight_total = check_weight_total(n_samples, sample_weight)
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
         self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         loss_fn = self._loss()

@@ -26,16 +26,18 @@ from tqdm.auto import tqdm
 
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import LibSVMDataset, csr_to_ndarray, load_multilabel
+from ..data.multilabel import labels_to_indicator
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import (check_training_batch, is_libsvm_source, libsvm_paths,
+from ._data import (check_training_batch, is_libsvm_source, libsvm_paths, warn_if_base_guessed,
                     padded_csr_batches)
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
-from ._training import (check_partial_fit_params, fit_trainer, raise_if_diverged,
-                        registered_optimizer)
+from ._training import (check_partial_fit_params, check_weight_total, fit_trainer,
+                        raise_if_diverged, registered_optimizer)
+
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -62,6 +64,20 @@ def _with_defaults(init, **defaults):
 
     __init__.__signature__ = signature
     return __init__
+
+
+def _label_ids(labels, dataset):
+    """The rows' label ids (ints) of a multi-label LibSVMDataset's label tuples; a label
+    that is not a whole number >= 0 is named by file and line."""
+    rows = []
+    for row, values in enumerate(labels):
+        for value in values:
+            if not (np.isfinite(value) and value >= 0 and value == int(value)):
+                path, line = dataset.locate(row)
+                raise ValueError("%s, line %d: label %r is not a label id (a whole number >= 0)"
+                                 % (path, line, value))
+        rows.append([int(value) for value in values])
+    return rows
 
 
 class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSparseNet):
@@ -206,17 +222,34 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
 
     # ------------------------------------------------------------------ input
     def _read_libsvm(self, X, training, reset=False):
-        """Read multi-label LibSVM files as ``(X, Y indicator)`` with the index base of the
-        training files (see :meth:`BaseSparseNet._read_libsvm`); a LibSVMDataset as the base does."""
+        """Read multi-label LibSVM input as ``(X, labels)`` with the index base of the
+        training files (see :meth:`BaseSparseNet._read_libsvm`).
+
+        A file's labels are ids, read alike from paths and from a
+        ``LibSVMDataset(multilabel=True)``: a new fit gets an indicator whose
+        column j is label id j (``classes_`` 0..largest id, as the XC format's
+        header counts labels); a fitted model gets each row's list of ids, which
+        it maps to its own labels, so that a file's own largest id does not
+        matter (``partial_fit`` over part files, ``score``).
+        """
         if isinstance(X, LibSVMDataset):
-            return super()._read_libsvm(X, training, reset)
-        X, Y, zero_based = load_multilabel(
-            libsvm_paths(X), num_features=None if reset else self.n_features_in_,
-            zero_based=getattr(self, "zero_based_", "auto"), allow_empty=not training,
-            return_zero_based=True)
-        if training:
-            self.zero_based_ = zero_based
-        return X, Y
+            dataset = X
+            X, labels = super()._read_libsvm(dataset, training, reset)
+            if labels.dtype != object:
+                return X, labels  # a single-label file: one label a row
+            Y = labels_to_indicator(_label_ids(labels, dataset))
+        else:
+            source = X
+            X, Y, zero_based = load_multilabel(
+                libsvm_paths(source), num_features=None if reset else self.n_features_in_,
+                zero_based=getattr(self, "zero_based_", "auto"), allow_empty=not training,
+                return_zero_based=True)
+            warn_if_base_guessed(self, X, zero_based, source, reset)
+            if training:
+                self.zero_based_ = zero_based
+        if reset:
+            return X, Y
+        return X, [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
 
     # ------------------------------------------------------------------ training
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
@@ -231,7 +264,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        optimizer = registered_optimizer(self.optimizer)
+        optimizer = registered_optimizer(self.optimizer, self.alpha)
         if first_pass:
             self._learn_label_order(Y)
             self._reset_fitted_state(parse_context(self.ctx),
@@ -256,6 +289,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             X, Y = X[order[n_val:]], Y[order[n_val:]]
             if sample_weight is not None:
                 sample_weight = sample_weight[order[n_val:]]
+        check_weight_total(X.shape[0], sample_weight)
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
         self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         n = X.shape[0]
@@ -381,15 +415,6 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                                   shape=(X.shape[0], self.n_outputs_))
         indicator.sort_indices()
         return indicator
-
-    def _scoring_data(self, X, y):
-        from_file = y is None
-        X, y = super()._scoring_data(X, y)
-        if from_file:
-            # The file's label ids, as lists: its indicator is as wide as its own largest
-            # id, not as the model's labels, and ids unseen at fit count as misses.
-            y = [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
-        return X, y
 
     def score(self, X, y=None, sample_weight=None):
         """Precision@1: the share of rows whose best predicted label is one of their labels.
