@@ -150,7 +150,7 @@ class DamagedFile(ValueError):
     """A parameter file whose contents contradict themselves (not a mismatch with the net)."""
 
 
-def expand_param_arrays(loaded, left_out, initial_rows, params_path, row_sparse_params=()):
+def expand_param_arrays(loaded, left_out, initial_rows, params_path):
     """Whole numpy arrays from what :func:`compact_param_arrays` saved.
 
     Parameters
@@ -165,9 +165,6 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path, row_sparse_
         are skipped).
     params_path : str
         For messages.
-    row_sparse_params : collection of str
-        Parameters that are row_sparse themselves (a row_sparse-weight layer's):
-        stored whole, as a row_sparse array, unless ``left_out`` names them.
 
     Returns
     -------
@@ -178,12 +175,19 @@ def expand_param_arrays(loaded, left_out, initial_rows, params_path, row_sparse_
     ValueError
         If a left-out parameter cannot be regenerated as it was at save time.
     """
+    if not isinstance(left_out, dict):
+        raise DamagedFile("%s is damaged: the description of the rows left to the initialiser "
+                          "reads %r" % (params_path, left_out))
+    for name, entry in left_out.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("crc32"), int)):
+            raise DamagedFile("%s is damaged: the description of the rows of %r left to the "
+                              "initialiser reads %r" % (params_path, name, entry))
+    # Rows of these come from the initialiser. Any other row_sparse array is read as
+    # MXNet reads it (load_parameters into a dense parameter): its absent rows are
+    # zero. That is the file of a row_sparse-weight layer (save_parameters, or a
+    # compact file, which stores such a weight whole), loaded into the plain layer.
     sparse = {name: stored for name, stored in loaded.items() if stored.stype == "row_sparse"
-              and (name in left_out or name not in row_sparse_params)}
-    for name in sparse:
-        if name not in left_out:
-            raise ValueError("%s stores only some rows of %r and does not say where the others "
-                             "come from" % (params_path, name))
+              and name in left_out}
     arrays, covered, crcs = {}, {}, {}
     if sparse:
         for name, start, initial in initial_rows():
@@ -242,6 +246,9 @@ def ndarrays_from_bytes(buffer, params_path):
     except mx.base.MXNetError as err:
         raise ValueError("%s could not be read: %s"
                          % (params_path, _mxnet_load_cause(err))) from err
+    except UnicodeDecodeError as err:  # a damaged byte in a parameter's name
+        raise DamagedFile("%s is damaged: a parameter name is not text (%s)"
+                          % (params_path, err)) from err
     if not isinstance(loaded, dict):
         raise ValueError("%s holds unnamed arrays, not a network's parameters" % params_path)
     for name, array in loaded.items():

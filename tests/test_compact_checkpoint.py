@@ -304,3 +304,51 @@ def test_a_row_sparse_weight_layer_round_trips(tmp_path, kind):
     load_compact_parameters(restored, path)
     for got, want in zip(weights(restored), expected):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("damage, message", [
+    ((b'"crc32"', b'"crc22"'), "the description of the rows of '0.weight' left to the "
+                               "initialiser reads"),
+    ((b"0.weight", b"0.w\x9eight"), "a parameter name is not text"),
+])
+def test_a_damaged_description_or_name_is_a_one_line_error_naming_the_file(tmp_path, damage,
+                                                                            message):
+    """They escaped as a bare KeyError('crc32') and a UnicodeDecodeError from MXNet."""
+    net = _net()
+    _train(net, steps=3)
+    path = tmp_path / "ckpt"
+    save_compact_parameters(net, str(path), initial=lambda: _net(seed=0))
+    data = path.read_bytes()
+    assert data.count(damage[0]) >= 1
+    path.write_bytes(data.replace(*damage))
+    with pytest.raises(ValueError) as info:
+        load_compact_parameters(_net(seed=0), str(path))
+    assert str(path) in str(info.value) and message in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["compact", "save_parameters"])
+def test_a_row_sparse_weight_layers_file_loads_into_the_plain_layer(tmp_path, kind):
+    """As load_parameters does (SampledOutputRowSparseWeight's docstring recommends it for
+    prediction); the file was refused as storing 'only some rows' while it stores them all."""
+    from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
+    def make():
+        mx.random.seed(2)
+        layer = FullyConnectedSparseRowSparseWeight(4, in_units=100)
+        layer.initialize(mx.init.Normal(1))
+        return layer
+    rsw = make()
+    gluon.Trainer(rsw.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore="local")
+    path = str(tmp_path / "rsw.params")
+    if kind == "compact":
+        save_compact_parameters(rsw, path, initial=make)
+    else:
+        rsw.save_parameters(path)
+    reference = FullyConnectedSparse(4, in_units=100)
+    reference.load_parameters(path) if kind != "compact" else None
+    plain = FullyConnectedSparse(4, in_units=100)
+    load_compact_parameters(plain, path)
+    expected = rsw.weight.row_sparse_data(mx.nd.arange(100)).asnumpy()
+    np.testing.assert_array_equal(plain.weight.data().asnumpy(), expected)
+    np.testing.assert_array_equal(plain.bias.data().asnumpy(), rsw.bias.data().asnumpy())
+    if kind != "compact":
+        np.testing.assert_array_equal(reference.weight.data().asnumpy(), expected)

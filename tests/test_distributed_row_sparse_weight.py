@@ -240,3 +240,21 @@ def test_family_updates_of_a_kvstore_row_sparse_weight_are_standard(name, extra,
     expected = run(FullyConnectedSparse(3, in_units=60, dtype=dtype), None, [mx.cpu()])
     got = run(FullyConnectedSparseRowSparseWeight(3, in_units=60, dtype=dtype), kvstore, ctx)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_input_that_needs_a_gradient_is_refused_not_given_a_wrong_one():
+    """Its input gradient was zeros or uninitialised memory: the block pulls only the weight
+    rows of the batch's non-zero columns and never differentiated its input."""
+    layer = FullyConnectedSparseRowSparseWeight(2, in_units=6)
+    layer.initialize()
+    mx.gluon.Trainer(layer.collect_params(), "sgd", {"learning_rate": 0.0})
+    x = mx.nd.array(np.random.RandomState(0).randn(4, 6))
+    x.attach_grad()
+    for make in (lambda: x, lambda: x * 2):  # marked, or computed by recorded operations
+        with mx.autograd.record():
+            with pytest.raises(ValueError, match=r"cannot pass a gradient to its input \(shape "
+                                                 r"\(4, 6\)\).*x\.detach\(\)"):
+                layer(make())
+    with mx.autograd.record():
+        out = layer((x * 2).detach())  # plain data: fine
+    out.backward()

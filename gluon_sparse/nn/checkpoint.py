@@ -177,9 +177,7 @@ def load_compact_parameters(net, filename, initial=None, ctx=None):
     else:
         initial_rows = lambda: iter(())  # noqa: E731
     try:
-        arrays = _compact.expand_param_arrays(
-            loaded, left_out, initial_rows, filename,
-            row_sparse_params={name for name, p in params.items() if p._stype == "row_sparse"})
+        arrays = _compact.expand_param_arrays(loaded, left_out, initial_rows, filename)
     except _compact.DamagedFile:
         raise
     except ValueError as err:

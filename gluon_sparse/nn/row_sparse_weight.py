@@ -27,7 +27,7 @@ from mxnet.gluon import Block, nn
 
 from .._sparse_entries import first_outside
 from ._csr import checked_csr
-from .basic_layers import _empty_rows
+from .basic_layers import _empty_rows, _needs_input_grad
 
 __all__ = ["FullyConnectedSparseRowSparseWeight", "pull_rows"]
 
@@ -224,6 +224,14 @@ class FullyConnectedSparseRowSparseWeight(Block):
 
     def forward(self, x):
         self._check_input(x)
+        if _needs_input_grad(x):
+            # The gradient of x is ograd . W^T over every column, but only the rows of
+            # the batch's non-zero columns are pulled; MXNet's dot of the CSR copy
+            # would pass x no gradient at all (zeros or uninitialised memory).
+            raise ValueError("%s cannot pass a gradient to its input (shape %s): it pulls "
+                             "only the weight rows of the batch's non-zero columns; use "
+                             "FullyConnectedSparse for an input computed by trainable layers, "
+                             "or give it x.detach()" % (self.name, tuple(x.shape)))
         if x.shape[0] == 0:
             return _empty_rows(self._units, x)
         if x.stype != "csr":
