@@ -24,14 +24,13 @@ from mxnet.gluon import Parameter
 
 __all__ = ["watch", "before_every_change"]
 
-_checks = weakref.WeakKeyDictionary()  # Parameter -> check(param, new_req)
+_checks = weakref.WeakKeyDictionary()  # Parameter -> {key: check(param, new_req)}
 _global_hooks = []  # hook(param, new_req), for every parameter
 _mxnet_property = Parameter.grad_req
 
 
 def _set_grad_req(param, req):
-    check = _checks.get(param)
-    if check is not None:
+    for check in list(_checks.get(param, {}).values()):
         check(param, req)
     for hook in _global_hooks:
         hook(param, req)
@@ -48,14 +47,16 @@ def _install():
                                             doc=_mxnet_property.__doc__)
 
 
-def watch(param, check):
+def watch(param, check, key=None):
     """Run ``check(param, new_req)`` before every change of ``param.grad_req``.
 
     ``check`` raises to refuse the change. It should not hold a strong
     reference to its block (use a weakref) so that blocks stay collectable.
+    A parameter shared by several blocks has a check from each: ``key`` (e.g.
+    the block's id) replaces that block's earlier check only.
     """
     _install()
-    _checks[param] = check
+    _checks.setdefault(param, {})[key] = check
 
 
 def before_every_change(hook):

@@ -232,3 +232,38 @@ def test_a_weight_without_a_shape_is_inferred_from_the_data_and_the_bias():
     out = mx.sym.gluon_sparse_dot(data, mx.sym.var("w", shape=(100, 3)), mx.sym.var("b"),
                                   with_bias=True)
     assert out.infer_shape(data=(4, 100))[0] == [(4, 100), (100, 3), (3,)]
+
+
+def test_the_add_guard_follows_the_parents_graph_not_the_childs_own():
+    """Two ways round the guard, each leaving 'add' silently overwritten: the child's own
+    hybridize() (the parent's graph still holds it), and a parameter shared by blocks of
+    two parents where the other parent was re-hybridized."""
+    x = to_mx(random_csr(5, 30, 3, seed=0))
+    head = mx.nd.array(np.random.RandomState(0).randn(5, 2))
+    net = _two_layer_net(hybridize=True)
+    _bias_grad_after(net, x, head, 1)
+    net[0].hybridize()
+    with pytest.raises(ValueError, match=r"bias.grad_req cannot become 'add'"):
+        net[0].bias.grad_req = "add"
+
+    first = FullyConnectedSparse(3, in_units=30)
+    second = FullyConnectedSparse(3, in_units=30, params=first.collect_params())
+    parents = [gluon.nn.HybridSequential(), gluon.nn.HybridSequential()]
+    parents[0].add(first)
+    parents[1].add(second)
+    first.initialize()
+    for parent in parents:
+        parent.hybridize()
+        parent(x)
+    parents[1].hybridize()  # drops the second parent's graph; the first still holds its own
+    with pytest.raises(ValueError, match=r"bias.grad_req cannot become 'add'"):
+        first.bias.grad_req = "add"
+    parents[0].hybridize()
+    first.bias.grad_req = "add"  # no graph holds the old trace now
+    first.bias.zero_grad()
+    for _ in range(2):
+        with autograd.record():
+            out = parents[0](x)
+        out.backward()
+    # out.backward() with a head of ones: 5 rows a pass, added up over the two passes.
+    np.testing.assert_allclose(first.bias.grad().asnumpy(), np.full(3, 10.0), rtol=1e-6)

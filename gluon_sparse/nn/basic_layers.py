@@ -13,6 +13,7 @@ one of the ``in_units`` rows in its backward, so a step at 10^7 features costs
 operator cannot serve: a dense weight gradient (``weight_grad_stype='default'``).
 """
 import functools
+import sys
 import weakref
 
 import mxnet as mx
@@ -68,6 +69,19 @@ def _depends_on_parameters(symbol):
                if name in arguments)
 
 
+def _graph_being_built():
+    """The HybridBlock whose graph is being traced (``HybridBlock._get_graph`` up the
+    stack), or None. Read at trace time only, where a parent traces its children."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_get_graph":
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, HybridBlock):
+                return owner
+        frame = frame.f_back
+    return None
+
+
 def _refuse_add_in_parent_graph(layer, param, req):
     layer = layer()
     if (req == "add" and layer is not None and layer._in_parent_graph
@@ -90,7 +104,7 @@ class _SparseInputBlock(HybridBlock):
     """
 
     _row_params = ()
-    _in_parent_graph = False  # traced into a hybridized parent's graph, still cached there
+    _graph_owners = ()  # the hybridized parents whose graphs hold a trace of this block
     _input_grad = False  # the NDArray input of this call needs a gradient
     _traced_input_grad = None  # whether the last traced graph differentiates its input
 
@@ -101,19 +115,30 @@ class _SparseInputBlock(HybridBlock):
         """The parameters whose gradient gluon_sparse_dot writes in the last traced graph."""
         return [p for p in self._feature_params() if p._grad_stype == "row_sparse"]
 
-    def _clear_cached_op(self):
-        # Also reached through a parent's hybridize(), which drops the parent's graph.
-        super()._clear_cached_op()
-        self._in_parent_graph = False
+    @property
+    def _in_parent_graph(self):
+        """Whether a hybridized parent's cached graph still holds a trace of this block.
+
+        Asked of the parents themselves: a parent's ``hybridize()`` drops its graph,
+        the block's own ``hybridize()`` does not drop the parent's.
+        """
+        return any(owner._cached_op is not None or owner._cached_graph
+                   for owner in self._graph_owners)
 
     def _watch_grad_reqs(self):
         """A hybridized parent's graph keeps this block's trace and never calls it again:
         refuse grad_req='add' for the gradients gluon_sparse_dot writes there
         (gluon_sparse._grad_req), instead of letting the graph overwrite them."""
-        self._in_parent_graph = True
+        owner = _graph_being_built()
+        if owner is None or owner is self:
+            return  # traced for export or by hand: no cached graph keeps it
+        if not self._graph_owners:
+            self._graph_owners = weakref.WeakSet()
+        self._graph_owners.add(owner)
         layer = weakref.ref(self)
         for param in self.collect_params().values():
-            _grad_req.watch(param, functools.partial(_refuse_add_in_parent_graph, layer))
+            _grad_req.watch(param, functools.partial(_refuse_add_in_parent_graph, layer),
+                            key=id(self))
 
     @property
     def in_units(self):
