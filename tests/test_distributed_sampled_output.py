@@ -262,3 +262,15 @@ def test_more_candidates_than_one_mxnet_input_holds():
     assert np.isfinite(loss.asnumpy()).all()
     grad_rows = out.weight.grad().indices.asnumpy()
     np.testing.assert_array_equal(np.unique(grad_rows), grad_rows)
+
+
+def test_an_empty_part_is_named_as_sampled_outputs_empty_batch_is():
+    """A split of fewer rows than parts leaves an empty part: oneDNN's 'could not construct
+    a memory descriptor' named none of it."""
+    out = SampledOutputRowSparseWeight(100, in_units=4, num_sampled=8, seed=0)
+    out.initialize()
+    gluon.Trainer(out.collect_params(), "sgd", {"learning_rate": 0.1})
+    parts = out.draw_candidates(np.array([3])).split(part_sizes(1, 2))
+    assert [p.num_rows for p in parts] == [1, 0]
+    with pytest.raises(ValueError, match=r"the batch has no rows \(h has shape \(0, 4\)\)"):
+        out(mx.nd.array(np.zeros((0, 4), np.float32)), parts[1])

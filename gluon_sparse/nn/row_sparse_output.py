@@ -202,6 +202,11 @@ class SampledOutputRowSparseWeight(SampledOutput):
                             % (self.__class__.__name__, type(h).__name__))
         self._check_input(h)
         batch = h.shape[0]
+        if batch == 0:
+            # A worker's part of a split batch can be empty (split_and_load of fewer rows
+            # than devices); oneDNN's error named none of this.
+            raise ValueError("%s: the batch has no rows (h has shape %s): skip empty batches"
+                             % (self.name, tuple(h.shape)))
         draw = labels if isinstance(labels, Candidates) else self.draw_candidates(labels, batch)
         if draw.num_rows != batch:
             raise ValueError("%s: the candidates part has targets for %d rows but the batch has "
