@@ -485,3 +485,45 @@ def test_a_multi_precision_float16_weight_is_eager_and_the_warning_says_why(name
         trainer._updaters[0](0, grad, param.data())
     (message,) = [r.getMessage() for r in caplog.records if "w16" in r.getMessage()]
     assert "float32 master copy" in message and "kvstore" not in message
+
+
+@pytest.mark.parametrize("optimizer, options", [
+    ("sparseadam", {"learning_rate": 0.05, "wd": 0.01}),
+    ("sparsesgd", {"learning_rate": 0.05, "wd": 0.01, "momentum": 0.9})])
+def test_a_second_trainer_while_the_first_lives_on_two_devices(optimizer, options):
+    """Trainer._init_params broadcasts the first device's weight over the others'
+    (KVStore.broadcast): with the first Trainer still holding rows behind, the second
+    device's copy lost some rows' steps and got others twice."""
+    contexts = [mx.cpu(0), mx.cpu(1)]
+
+    def batch(rng, rows):
+        ind = np.concatenate([np.sort(rng.choice(rows, 3, replace=False)) for _ in range(2)])
+        return mx.nd.sparse.csr_matrix((rng.random(len(ind)).astype("f"), ind.astype(np.int64),
+                                        np.arange(0, len(ind) + 1, 3)), shape=(2, 100))
+
+    def run(is_deferred):
+        mx.random.seed(0)
+        net = FullyConnectedSparse(3, in_units=100)
+        net.initialize(mx.init.Uniform(0.5), ctx=contexts)
+        rng = np.random.default_rng(0)
+
+        def train(trainer, steps):
+            for t in range(steps):
+                xs = [batch(rng, 100 if t == 0 else 10) for _ in contexts]
+                with autograd.record():
+                    losses = [net(x.as_in_context(c)).sum() for x, c in zip(xs, contexts)]
+                for loss in losses:
+                    loss.backward()
+                trainer.step(4)
+        first = gluon.Trainer(net.collect_params(), optimizer,
+                              dict(options, deferred=is_deferred), kvstore="device")
+        train(first, 10)
+        second = gluon.Trainer(net.collect_params(), optimizer,
+                               dict(options, deferred=is_deferred), kvstore="device")
+        train(second, 5)  # `first` still referenced here
+        weights = [a.asnumpy() for a in net.weight.list_data()]
+        del first
+        return weights
+    eager, lazy_cost = run(False), run(True)
+    for device in range(2):
+        np.testing.assert_array_equal(lazy_cost[device], eager[device])

@@ -63,6 +63,12 @@ The hooks, and why each exists:
     first brought up to date under the old ones, which are then detached.
 ``KVStore.pull``, ``KVStore.pushpull``
     Writes into the ``out`` arrays: flush those that are deferred weights.
+``KVStore.broadcast``, ``KVStore.init``
+    Read ``value`` (a copy goes to the kvstore and, for ``broadcast``, to every
+    device's ``out``) and write ``out``: flush both. ``Trainer._init_params``
+    broadcasts the first device's weight over the others' when a new Trainer
+    takes over parameters that a deferred optimizer of an earlier one still
+    holds behind.
 """
 import abc
 import threading
@@ -256,6 +262,18 @@ def _kvstore_pushpull(self, key, value, out=None, *args, **kwargs):
     return _originals["KVStore.pushpull"](self, key, value, out, *args, **kwargs)
 
 
+def _kvstore_broadcast(self, key, value, out, *args, **kwargs):
+    # Trainer._init_params broadcasts the first device's weight over every device's:
+    # a read of value and a write of out, each up to date first.
+    flush_arrays(_flat(value) + _flat(out))
+    return _originals["KVStore.broadcast"](self, key, value, out, *args, **kwargs)
+
+
+def _kvstore_init(self, key, value):
+    flush_arrays(_flat(value))  # the kvstore keeps a copy of what it is given
+    return _originals["KVStore.init"](self, key, value)
+
+
 _HOOKS = [
     (mx.gluon.Block, "__call__", _block_call),
     (mx.gluon.Trainer, "step", _trainer_step),
@@ -270,6 +288,8 @@ _HOOKS = [
     (mx.optimizer.Updater, "set_states", _updater_set_states),
     (mx.kvstore.KVStore, "pull", _kvstore_pull),
     (mx.kvstore.KVStore, "pushpull", _kvstore_pushpull),
+    (mx.kvstore.KVStore, "broadcast", _kvstore_broadcast),
+    (mx.kvstore.KVStore, "init", _kvstore_init),
 ]
 
 
