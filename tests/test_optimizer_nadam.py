@@ -161,3 +161,21 @@ def test_registry_and_trainer_by_name():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="clip_gradient"):
         SparseNadam(clip_gradient=-0.5)
+
+
+def test_an_updater_outside_a_trainer_keeps_the_order_of_mixed_dtypes():
+    """Without a Trainer's param_dict, SparseNadam aggregated and MXNet's Updater grouped the
+    weights by dtype, reordering the updates that Nadam's shared momentum schedule follows."""
+    rng = np.random.default_rng(0)
+    dtypes = ["float32", "float64", "float32"]
+    start = [rng.standard_normal((5, 3)).astype(d) for d in dtypes]
+    grads = [[rng.standard_normal((5, 3)).astype(d) for d in dtypes] for _ in range(10)]
+    results = {}
+    for name in ("nadam", "sparsenadam"):
+        updater = mx.optimizer.get_updater(mx.optimizer.create(name, learning_rate=0.05))
+        weights = [mx.nd.array(w, dtype=w.dtype) for w in start]
+        for step in grads:
+            updater([0, 1, 2], [mx.nd.array(g, dtype=g.dtype) for g in step], weights)
+        results[name] = [w.asnumpy() for w in weights]
+    for ours, theirs in zip(results["sparsenadam"], results["nadam"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)

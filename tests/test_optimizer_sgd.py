@@ -419,3 +419,41 @@ def test_rows_absent_for_a_thousand_steps_replay_exactly(dtype, ours, theirs):
     state.flush()
     _assert_equal(w, w_ref, "weight")
     _assert_equal(state.mom, s_ref, "momentum")
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("is_deferred", [False, True])
+def test_a_stale_parameter_gets_the_groups_learning_rate_as_in_mxnet(momentum, is_deferred):
+    """MXNet's SGD counts a group of updates (aggregate_num, 4) before it computes their
+    learning rates; a parameter that missed steps (ignore_stale_grad) and comes first got
+    lr(T - 1) from SparseSGD and lr(T) from MXNet at the schedule's steps."""
+
+    class Net(gluon.Block):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            with self.name_scope():
+                self.aux = gluon.nn.Dense(1, in_units=3, prefix="aaa_")  # first, 1 step in 3
+                self.main = gluon.nn.Dense(1, in_units=3, prefix="main_")
+
+        def forward(self, x, use_aux):
+            out = self.main(x)
+            return out + self.aux(x) if use_aux else out
+
+    def train(name, options):
+        mx.random.seed(0)
+        net = Net()
+        net.initialize(mx.init.Uniform(0.5))
+        schedule = mx.lr_scheduler.FactorScheduler(step=4, factor=0.5, base_lr=0.1)
+        trainer = gluon.Trainer(net.collect_params(), name,
+                                dict(options, learning_rate=0.1, momentum=momentum,
+                                     lr_scheduler=schedule))
+        rng = np.random.default_rng(0)
+        for t in range(20):
+            x = mx.nd.array(rng.standard_normal((4, 3)))
+            with autograd.record():
+                loss = (net(x, t % 3 == 0) ** 2).sum()
+            loss.backward()
+            trainer.step(4, ignore_stale_grad=True)
+        return [p.data().asnumpy() for p in net.collect_params().values()]
+    for theirs, ours in zip(train("sgd", {}), train("sparsesgd", {"deferred": is_deferred})):
+        np.testing.assert_array_equal(ours, theirs)

@@ -175,6 +175,11 @@ class SparseRuleMixin(abc.ABC):
             raise ValueError("deferred=True replays the standard update exactly; it cannot be "
                              "combined with lazy_update=True")
         self.deferred = bool(deferred)
+        # MXNet's SGD takes the weights in groups of its aggregate_num (4) and counts
+        # a whole group's updates before it computes their learning rates; the other
+        # classes count one weight at a time (0). Kept to count as the base class does.
+        self._mxnet_group = self.aggregate_num
+        self._precounted = None
         # Lists of weights reach update_multi_precision, which sends the dense ones
         # to the rule's multi-update in one call: per weight, a Python call and
         # MXNet's operators (up to ~15 for AdaGrad, AdaMax, Nadam) cost more than
@@ -287,14 +292,36 @@ class SparseRuleMixin(abc.ABC):
     def _update_list(self, index, weight, grad, state):
         rule = self._rule()
         fused = []
-        for i, w, g, s in zip(index, weight, grad, state):
-            if dense_fusable(rule, w, g, s):
-                self._update_count(i)
-                fused.append((w, g, _as_list(s), rule.step(self, i)))
-            else:
-                self._update_one(i, w, g, s)
+        group = self._mxnet_group if self._mxnet_group > 0 else 1
+        for start in range(0, len(index), group):
+            if group > 1:
+                # As the base class: the group's updates counted before any of its
+                # learning rates is read. A weight that missed steps (ignore_stale_grad)
+                # then gets the schedule's value at the group's count, not at its own.
+                self._count_group(index[start:start + group])
+            try:
+                for i, w, g, s in zip(index[start:start + group], weight[start:start + group],
+                                      grad[start:start + group], state[start:start + group]):
+                    if dense_fusable(rule, w, g, s):
+                        self._update_count(i)
+                        fused.append((w, g, _as_list(s), rule.step(self, i)))
+                    else:
+                        self._update_one(i, w, g, s)
+            finally:
+                self._precounted = None
         if fused:
             fused_dense_update(self, rule, fused)
+
+    def _count_group(self, indices):
+        super()._update_count(list(indices))
+        self._precounted = set(indices)
+
+    def _update_count(self, index):
+        if (self._precounted is not None and not isinstance(index, (list, tuple))
+                and index in self._precounted):
+            self._precounted.discard(index)  # counted with its group (_update_list)
+            return
+        super()._update_count(index)
 
     def _update_one(self, index, weight, grad, state):
         if self.multi_precision and weight.dtype == np.float16:

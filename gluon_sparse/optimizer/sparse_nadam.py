@@ -126,12 +126,16 @@ class SparseNadam(SparseRuleMixin, mx.optimizer.Nadam):
     # reorders a Trainer's weights when their dtypes differ (float32 next to a
     # float64 or float16 one). The shared momentum schedule makes each weight's
     # step depend on that order, so such a Trainer updates one weight at a time,
-    # in its own order, as MXNet's Nadam (not aggregated) does.
+    # in its own order, as MXNet's Nadam (not aggregated) does. Without a
+    # param_dict (an updater outside gluon.Trainer: get_updater, the Module API)
+    # the dtypes are unknown: one at a time too.
     @property
     def aggregate_num(self):
-        """Weights per update call: 0 (one at a time) when ``param_dict`` mixes dtypes."""
-        dtypes = {np.dtype(p.dtype) for p in getattr(self, "param_dict", {}).values()}
-        return self._aggregate_num if len(dtypes) <= 1 else 0
+        """Weights per update call: 0 (one at a time) when ``param_dict`` mixes dtypes or
+        is not set."""
+        params = getattr(self, "param_dict", None) or {}
+        dtypes = {np.dtype(p.dtype) for p in params.values()}
+        return self._aggregate_num if len(dtypes) == 1 else 0
 
     @aggregate_num.setter
     def aggregate_num(self, value):
