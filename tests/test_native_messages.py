@@ -132,3 +132,20 @@ def test_operators_report_errors_where_mxnet_reads_them():
              if not name.startswith("error_messages")
              and "MX_ERROR_MSG" in open(os.path.join(ops, name), errors="replace").read()]
     assert users == []
+
+
+@pytest.mark.parametrize("name", ["sparseadam", "sparsesgd", "sparsermsprop"])
+def test_a_dtype_mismatch_is_named_by_dtype_names(name):
+    """The operators said 'grad has dtype code 1 but weight has 0' (MXNet's type flags)."""
+    import mxnet as mx
+
+    import gluon_sparse.optimizer  # noqa: F401  registers the optimizers
+    options = {"momentum": 0.9} if name == "sparsesgd" else {}
+    optimizer = mx.optimizer.create(name, learning_rate=0.1, **options)
+    weight = mx.nd.ones((8, 3))
+    state = optimizer.create_state(0, weight)
+    grad = mx.nd.sparse.row_sparse_array((np.ones((2, 3)), np.array([1, 2], dtype=np.int64)),
+                                         shape=(8, 3), dtype="float64")
+    with pytest.raises(mx.base.MXNetError, match="grad has dtype float64 but weight has float32"):
+        optimizer.update(0, weight, grad, state)
+        mx.nd.waitall()

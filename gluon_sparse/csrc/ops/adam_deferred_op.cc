@@ -193,24 +193,26 @@ bool check_types(const char* op, const Layout& layout, std::vector<int>* in_type
                  std::vector<int>* out_types) {
   const int dtype = (*in_types)[layout.weight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    GS_ERROR_MSG << op << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << op << ": weight must be float32 or float64 (dtype " << dtype_name(dtype)
                  << "); train float16 weights with multi_precision=True";
     return false;
   }
   for (int i : {layout.grad, layout.mean, layout.var}) {
     if (i >= 0 && (*in_types)[i] != dtype) {
-      GS_ERROR_MSG << op << ": " << layout.names[i] << " has dtype code " << (*in_types)[i]
-                   << " but weight has " << dtype << "; they must share one dtype";
+      GS_ERROR_MSG << op << ": " << layout.names[i] << " has dtype " << dtype_name((*in_types)[i])
+                   << " but weight has " << dtype_name(dtype) << "; they must share one dtype";
       return false;
     }
   }
   if ((*in_types)[layout.last_step] != kInt64) {
-    GS_ERROR_MSG << op << ": last_step must be int64 (dtype code " << (*in_types)[layout.last_step]
+    GS_ERROR_MSG << op << ": last_step must be int64 (dtype "
+                 << dtype_name((*in_types)[layout.last_step])
                  << ")";
     return false;
   }
   if ((*in_types)[layout.history] != kFloat32) {
-    GS_ERROR_MSG << op << ": history must be float32 (dtype code " << (*in_types)[layout.history]
+    GS_ERROR_MSG << op << ": history must be float32 (dtype "
+                 << dtype_name((*in_types)[layout.history])
                  << ")";
     return false;
   }

@@ -115,15 +115,16 @@ MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& att
                          std::vector<int>* in_types, std::vector<int>* out_types) {
   const int dtype = (*in_types)[0];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    GS_ERROR_MSG << kOpName << ": weights must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << kOpName << ": weights must be float32 or float64 (dtype " << dtype_name(dtype)
                  << ")";
     return MX_FAIL;
   }
   for (size_t i = 1; i < in_types->size(); ++i) {
     if ((*in_types)[i] != dtype) {
       GS_ERROR_MSG << kOpName << ": " << kInputNames[i % kPerWeight] << " of weight "
-                   << i / kPerWeight << " has dtype code " << (*in_types)[i]
-                   << " but weight 0 has " << dtype << "; every tensor must share one dtype";
+                   << i / kPerWeight << " has dtype " << dtype_name((*in_types)[i])
+                   << " but weight 0 has " << dtype_name(dtype)
+                   << "; every tensor must share one dtype";
       return MX_FAIL;
     }
   }

@@ -154,15 +154,16 @@ MXReturnValue infer_type(const std::unordered_map<std::string, std::string>& att
                          std::vector<int>* in_types, std::vector<int>* out_types) {
   const int dtype = (*in_types)[kWeight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    GS_ERROR_MSG << kOpName << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << kOpName << ": weight must be float32 or float64 (dtype " << dtype_name(dtype)
                  << "); train float16 weights with multi_precision=True, which updates a "
                  << "float32 master copy";
     return MX_FAIL;
   }
   for (int i = 1; i < kNumInputs; ++i) {
     if ((*in_types)[i] != dtype) {
-      GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has dtype code " << (*in_types)[i]
-                   << " but weight has " << dtype << "; all four must share one dtype";
+      GS_ERROR_MSG << kOpName << ": " << kInputNames[i] << " has dtype "
+                   << dtype_name((*in_types)[i])
+                   << " but weight has " << dtype_name(dtype) << "; all four must share one dtype";
       return MX_FAIL;
     }
   }

@@ -474,13 +474,14 @@ MXReturnValue InferType(const ops::Attrs& attrs, std::vector<int>* in_types,
                         std::vector<int>* out_types) {
   const int logits = (*in_types)[0], target = (*in_types)[1];
   if (logits != kFloat32 && logits != kFloat64) {
-    GS_ERROR_MSG << kOpName << ": logits must be float32 or float64 (dtype code " << logits
+    GS_ERROR_MSG << kOpName << ": logits must be float32 or float64 (dtype " << dtype_name(logits)
                  << ")";
     return MX_FAIL;
   }
   if (target != logits) {
-    GS_ERROR_MSG << kOpName << ": target (dtype code " << target << ") must have the logits' "
-                 << "dtype (dtype code " << logits << ")";
+    GS_ERROR_MSG << kOpName << ": target (dtype " << dtype_name(target)
+                 << ") must have the logits' "
+                 << "dtype (dtype " << dtype_name(logits) << ")";
     return MX_FAIL;
   }
   (*out_types)[0] = logits;

@@ -42,6 +42,17 @@ std::ostream& error_message(const char* file, int line) {
   return *pending.back();
 }
 
+std::string dtype_name(int code) {
+  // mshadow's type flags (mshadow/base.h), as MXNet's _DTYPE_MX_TO_NP numbers them.
+  static const char* const kNames[] = {"float32", "float64", "float16", "uint8", "int32",
+                                       "int8",    "int64",   "bool",    "int16", "uint16",
+                                       "uint32",  "uint64",  "bfloat16"};
+  if (code >= 0 && code < static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) {
+    return kNames[code];
+  }
+  return "dtype code " + std::to_string(code);
+}
+
 }  // namespace gluon_sparse
 
 MX_INT_RET _msgSize() {

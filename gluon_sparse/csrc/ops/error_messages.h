@@ -17,6 +17,7 @@
 #define GLUON_SPARSE_OPS_ERROR_MESSAGES_H_
 
 #include <ostream>
+#include <string>
 
 #include "mxnet/lib_api.h"
 
@@ -24,6 +25,10 @@ namespace gluon_sparse {
 
 /*! \brief A new message on this thread, opened with "file[line]: " as lib_api does. */
 std::ostream& error_message(const char* file, int line);
+
+/*! \brief The name NumPy and MXNet give dtype code ``code`` (mshadow's type flag):
+ *         "float32", "float64", "int64", ...; "dtype code N" for one it does not know. */
+std::string dtype_name(int code);
 
 }  // namespace gluon_sparse
 

@@ -142,14 +142,16 @@ MXReturnValue infer_multi_type(const RuleInfo& info, std::vector<int>* in_types,
   const std::string name = multi_op_name(info);
   const int dtype = (*in_types)[0];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    GS_ERROR_MSG << name << ": weights must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << name << ": weights must be float32 or float64 (dtype " << dtype_name(dtype)
                  << "); train float16 weights with multi_precision=True";
     return MX_FAIL;
   }
   for (size_t i = 1; i < in_types->size(); ++i) {
     if ((*in_types)[i] != dtype) {
-      GS_ERROR_MSG << name << ": " << input_name(info, i) << " has dtype code " << (*in_types)[i]
-                   << " but weight 0 has " << dtype << "; every tensor must share one dtype";
+      GS_ERROR_MSG << name << ": " << input_name(info, i) << " has dtype "
+                   << dtype_name((*in_types)[i])
+                   << " but weight 0 has " << dtype_name(dtype)
+                   << "; every tensor must share one dtype";
       return MX_FAIL;
     }
   }

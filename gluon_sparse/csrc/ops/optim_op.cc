@@ -244,26 +244,28 @@ MXReturnValue infer_type(const RuleInfo& info, OpKind kind, std::vector<int>* in
   const Layout l = layout(info, kind);
   const int dtype = (*in_types)[l.weight];
   if (dtype != kFloat32 && dtype != kFloat64) {
-    GS_ERROR_MSG << name << ": weight must be float32 or float64 (dtype code " << dtype
+    GS_ERROR_MSG << name << ": weight must be float32 or float64 (dtype " << dtype_name(dtype)
                  << "); train float16 weights with multi_precision=True";
     return MX_FAIL;
   }
   for (int i = 0; i < l.count; ++i) {
     if (i == l.weight || i == l.last_step || i == l.history) continue;
     if ((*in_types)[i] != dtype) {
-      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " has dtype code "
-                   << (*in_types)[i] << " but weight has " << dtype
+      GS_ERROR_MSG << name << ": " << input_name(info, l, i) << " has dtype "
+                   << dtype_name((*in_types)[i]) << " but weight has " << dtype_name(dtype)
                    << "; they must share one dtype";
       return MX_FAIL;
     }
   }
   if (l.last_step >= 0 && (*in_types)[l.last_step] != kInt64) {
-    GS_ERROR_MSG << name << ": last_step must be int64 (dtype code " << (*in_types)[l.last_step]
+    GS_ERROR_MSG << name << ": last_step must be int64 (dtype "
+                 << dtype_name((*in_types)[l.last_step])
                  << ")";
     return MX_FAIL;
   }
   if (l.history >= 0 && (*in_types)[l.history] != kFloat32) {
-    GS_ERROR_MSG << name << ": history must be float32 (dtype code " << (*in_types)[l.history]
+    GS_ERROR_MSG << name << ": history must be float32 (dtype "
+                 << dtype_name((*in_types)[l.history])
                  << ")";
     return MX_FAIL;
   }

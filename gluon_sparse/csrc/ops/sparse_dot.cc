@@ -63,8 +63,8 @@ bool parse_options(const ops::Attrs& attrs, Options* options) {
 
 bool check_float_type(const MXTensor& t, const char* what) {
   if (t.dtype == kFloat32 || t.dtype == kFloat64) return true;
-  GS_ERROR_MSG << "gluon_sparse_dot: " << what << " must be float32 or float64 (dtype code "
-               << t.dtype << ")";
+  GS_ERROR_MSG << "gluon_sparse_dot: " << what << " must be float32 or float64 (dtype "
+               << dtype_name(t.dtype) << ")";
   return false;
 }
 
@@ -86,20 +86,20 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
   const int data = (*in_types)[0], weight = (*in_types)[1];
   const int known = weight != -1 ? weight : data;
   if (known != -1 && known != kFloat32 && known != kFloat64) {
-    GS_ERROR_MSG << "gluon_sparse_dot: data and weight must be float32 or float64 (dtype code "
-                 << known << ")";
+    GS_ERROR_MSG << "gluon_sparse_dot: data and weight must be float32 or float64 (dtype "
+                 << dtype_name(known) << ")";
     return MX_FAIL;
   }
   if (data != -1 && weight != -1 && data != weight) {
-    GS_ERROR_MSG << "gluon_sparse_dot: data (dtype code " << data << ") and weight (dtype code "
-                 << weight << ") must have the same dtype";
+    GS_ERROR_MSG << "gluon_sparse_dot: data (dtype " << dtype_name(data) << ") and weight (dtype "
+                 << dtype_name(weight) << ") must have the same dtype";
     return MX_FAIL;
   }
   if (in_types->size() == 3) {  // with_bias
     const int bias = (*in_types)[2];
     if (bias != -1 && known != -1 && bias != known) {
-      GS_ERROR_MSG << "gluon_sparse_dot: bias (dtype code " << bias << ") must have the "
-                   << "weight's dtype (dtype code " << known << ")";
+      GS_ERROR_MSG << "gluon_sparse_dot: bias (dtype " << dtype_name(bias) << ") must have the "
+                   << "weight's dtype (dtype " << dtype_name(known) << ")";
       return MX_FAIL;
     }
     (*in_types)[2] = known;

@@ -182,17 +182,19 @@ MXReturnValue InferType(const std::unordered_map<std::string, std::string>& attr
                         std::vector<int>* in_types, std::vector<int>* out_types) {
   const int scores = (*in_types)[0], prev = (*in_types)[1], ids = (*in_types)[2];
   if (scores != kFloat32 && scores != kFloat64) {
-    GS_ERROR_MSG << "gluon_sparse_topk: scores must be float32 or float64 (dtype code " << scores
+    GS_ERROR_MSG << "gluon_sparse_topk: scores must be float32 or float64 (dtype "
+                 << dtype_name(scores)
                  << ")";
     return MX_FAIL;
   }
   if (prev != scores) {
-    GS_ERROR_MSG << "gluon_sparse_topk: prev_score (dtype code " << prev << ") must have the "
-                 << "dtype of scores (dtype code " << scores << ")";
+    GS_ERROR_MSG << "gluon_sparse_topk: prev_score (dtype " << dtype_name(prev)
+                 << ") must have the "
+                 << "dtype of scores (dtype " << dtype_name(scores) << ")";
     return MX_FAIL;
   }
   if (ids != kInt64) {
-    GS_ERROR_MSG << "gluon_sparse_topk: prev_id must be int64 (dtype code " << ids << ")";
+    GS_ERROR_MSG << "gluon_sparse_topk: prev_id must be int64 (dtype " << dtype_name(ids) << ")";
     return MX_FAIL;
   }
   (*out_types)[0] = scores;
