@@ -179,3 +179,23 @@ def test_an_updater_outside_a_trainer_keeps_the_order_of_mixed_dtypes():
         results[name] = [w.asnumpy() for w in weights]
     for ours, theirs in zip(results["sparsenadam"], results["nadam"]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name, options", [("sparsenadam", {"beta2": 0.5}),
+                                           ("sparseadamax", {"beta1": 0.5})])
+def test_a_scalar_on_a_float32_midpoint_rounds_as_mxnet_rounds_it(name, options):
+    """1 - 0.5 ** 25 lies halfway between two float32 values: MXNet's scalar op parses the
+    double and casts it (to 1.0), the rule parsed the decimal text straight to float32
+    (0.99999994), and the weights parted from update 25 on."""
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((30, 4)).astype("f")
+    ours = mx.optimizer.create(name, learning_rate=0.01, **options)
+    theirs = mx.optimizer.create(name.replace("sparse", ""), learning_rate=0.01, **options)
+    w_ours, w_theirs = mx.nd.array(start), mx.nd.array(start)
+    s_ours, s_theirs = ours.create_state(0, w_ours), theirs.create_state(0, w_theirs)
+    for _ in range(30):
+        grad = mx.nd.array(rng.standard_normal((30, 4)).astype("f"))
+        ours.update(0, w_ours, grad.tostype("row_sparse"), s_ours)
+        theirs.update(0, w_theirs, grad, s_theirs)
+        # After every update: a difference of one rounding can heal a few steps later.
+        np.testing.assert_array_equal(w_ours.asnumpy(), w_theirs.asnumpy())

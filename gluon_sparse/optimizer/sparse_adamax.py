@@ -5,6 +5,7 @@ import math
 import mxnet as mx
 
 from ._family import Rule, SparseRuleMixin
+from ._mxnet_scalars import scalar_float32
 
 __all__ = ["SparseAdamax"]
 
@@ -44,7 +45,8 @@ class AdamaxRule(Rule):
         t = optimizer._index_update_count[index]
         lr = optimizer._get_lr(index)
         lr /= (1. - optimizer.beta1 ** t)  # the same double expression as mx.optimizer.Adamax
-        return {"lr": lr, "wd": float(optimizer._get_wd(index)),
+        # The scalar of MXNet's `lr * m_t`: the double parsed, then cast to float32.
+        return {"lr": scalar_float32(lr), "wd": float(optimizer._get_wd(index)),
                 "clip_gradient": composed_clip(optimizer)}
 
 

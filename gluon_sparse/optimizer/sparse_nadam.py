@@ -3,6 +3,7 @@ import mxnet as mx
 import numpy as np
 
 from ._family import Rule, SparseRuleMixin
+from ._mxnet_scalars import scalar_float32
 from .sparse_adamax import check_clip, composed_clip
 
 __all__ = ["SparseNadam"]
@@ -39,11 +40,17 @@ class NadamRule(Rule):
         momentum_t_1 = optimizer.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * decay)))
         optimizer.m_schedule = optimizer.m_schedule * momentum_t
         m_schedule_next = optimizer.m_schedule * momentum_t_1
-        return {"lr": float(lr), "wd": float(wd), "clip_gradient": composed_clip(optimizer),
-                "one_minus_m_schedule": 1. - optimizer.m_schedule,
-                "one_minus_m_schedule_next": 1. - m_schedule_next,
-                "one_minus_beta2_power": 1. - pow(optimizer.beta2, t),
-                "one_minus_momentum": 1. - momentum_t, "momentum_next": momentum_t_1}
+        # Each a scalar operand of MXNet's NDArray arithmetic, which parses the double
+        # and casts it to float32 (scalar_float32): a double on a float32 midpoint, as
+        # 1 - 0.5 ** 25, rounds there as MXNet rounds it, not as the decimal text would.
+        computed = {"one_minus_m_schedule": 1. - optimizer.m_schedule,
+                    "one_minus_m_schedule_next": 1. - m_schedule_next,
+                    "one_minus_beta2_power": 1. - pow(optimizer.beta2, t),
+                    "one_minus_momentum": 1. - momentum_t, "momentum_next": momentum_t_1}
+        scalars = {name: scalar_float32(value) for name, value in computed.items()}
+        scalars.update({"lr": float(lr), "wd": float(wd),
+                        "clip_gradient": composed_clip(optimizer)})
+        return scalars
 
 
 NADAM = NadamRule()
