@@ -625,3 +625,35 @@ def test_early_stopping_without_held_out_data_is_refused_before_training(tmp_pat
     line = _one_error_line(result)
     assert "--early-stopping 2" in line and "--test" in line
     assert not (tmp_path / "m").exists()
+
+
+def test_train_piped_into_head_still_saves_its_model(tmp_path):
+    """The closed pipe ended train with status 0 at its next epoch line, before the save:
+    now the rest of its output goes to /dev/null and the model is written."""
+    command = ("%s -m gluon_sparse train %s --model-dir model --hidden 8 --epochs 5 --quiet "
+               "| head -1; echo \"status ${PIPESTATUS[0]}\"" % (sys.executable, HEART_SCALE))
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("data: ") and lines[-1] == "status 0", result
+    assert "Traceback" not in result.stderr, result.stderr
+    assert is_model_dir(tmp_path / "model") and load(tmp_path / "model").n_iter_ == 5
+
+
+def test_a_multi_class_multilabel_estimator_is_evaluated_and_its_proba_refused(tmp_path, capsys):
+    """evaluate died with an AttributeError traceback (no predict_proba), and predict --proba
+    said it needed 'a classification model'."""
+    from gluon_sparse.sklearn import SparseMultiLabelClassifier
+    X, y = load_svmlight_file(HEART_SCALE)
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(8,), num_sampled=1, max_iter=2,
+                                       random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    assert cli.main(["evaluate", HEART_SCALE, "--model-dir", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert out.split()[-2:] == ["accuracy", "%.4f" % accuracy_score(y, model.predict(X))], out
+    for flags, message in ((["--proba"], "needs class probabilities; %s holds a "
+                            "SparseMultiLabelClassifier" % (tmp_path / "m")),
+                           (["--proba", "--top-k", "2"], "are two kinds of output")):
+        assert cli.main(["predict", HEART_SCALE, "--model-dir", str(tmp_path / "m"), "--out",
+                         str(tmp_path / "p.txt")] + flags) == 2
+        assert message in capsys.readouterr().err

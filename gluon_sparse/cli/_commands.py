@@ -10,6 +10,9 @@ def predict(args):
     """Write one prediction (or probability row) a line; returns the exit status."""
     _files.check_readable(args.data)
     _files.check_output_file(args.out, inputs=[args.data])
+    if args.proba and args.top_k is not None:
+        raise InputError("--proba (class probabilities) and --top-k (the K best labels with "
+                         "their scores) are two kinds of output; pass one")
     model = _files.load_model(args.model_dir)
     if args.top_k is not None or _multilabel.is_multilabel_model(model):
         if args.proba:
@@ -17,6 +20,10 @@ def predict(args):
                              "multi-label model are 'label:score' lines (--top-k K)")
         return _multilabel.predict_top_k(args, model)
     if args.proba and not hasattr(model, "predict_proba"):
+        if hasattr(model, "classes_"):
+            raise InputError("--proba needs class probabilities; %s holds a %s, which scores "
+                             "each label on its own: --top-k K writes those scores"
+                             % (args.model_dir, type(model).__name__))
         raise InputError("--proba needs a classification model; %s holds a %s"
                          % (args.model_dir, type(model).__name__))
     X, _ = _files.load_for_model(args.data, model, check_labels=False)

@@ -1,4 +1,5 @@
 """The entry point: parse, run the command, turn failures into exit statuses."""
+import contextlib
 import logging
 import os
 import sys
@@ -18,6 +19,49 @@ def _model_version(args):
         return None
 
 
+def _stdout_to_devnull():
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno())
+    os.close(devnull)
+
+
+class _OutlivingStdout:
+    """sys.stdout for ``train``: when its reader goes away (``train ... | head -1``), the
+    rest of the output goes to /dev/null and training goes on to the save (a closed pipe
+    used to end the run with status 0 before the model was written)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _stdout_to_devnull()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _stdout_outliving_its_reader(command):
+    if command != "train" or sys.stdout is not sys.__stdout__:
+        yield  # predict stops quietly instead (below); a replaced stdout is the caller's
+        return
+    sys.stdout = _OutlivingStdout(sys.stdout)
+    try:
+        yield
+    finally:
+        sys.stdout = sys.__stdout__
+
+
 def main(argv=None):
     """Run the command line; returns the exit status.
 
@@ -30,8 +74,8 @@ def main(argv=None):
     -------
     int
         0 on success (also when the reader of stdout goes away, as in
-        ``predict --out - | head``), 2 for bad input or flags, 130 when
-        interrupted.
+        ``predict --out - | head``, which then stops; ``train`` goes on to save
+        its model), 2 for bad input or flags, 130 when interrupted.
     """
     parser = build_parser()
     try:
@@ -42,7 +86,8 @@ def main(argv=None):
     prog = "gluon-sparse %s" % args.command
     version_before = _model_version(args)
     try:
-        return args.handler(args)
+        with _stdout_outliving_its_reader(args.command):
+            return args.handler(args)
     except KeyboardInterrupt:
         if _model_version(args) != version_before:
             # Ctrl-C after the save committed (its clean-up of old versions was cut short).
@@ -55,9 +100,7 @@ def main(argv=None):
         # The reader of stdout has gone (`| head`): as every Unix filter, stop
         # quietly. Point stdout at /dev/null so that the interpreter's final
         # flush of the buffered rest does not fail a second time.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _stdout_to_devnull()
         return 0
     except (InputError, OSError, ValueError, TypeError) as err:
         # Input problems (missing / malformed files, a model directory that is

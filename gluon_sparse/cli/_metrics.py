@@ -17,6 +17,10 @@ def metrics(model, X, y):
         predicted = model.predict(X)
         return {"mse": mean_squared_error(y, predicted),
                 "r2": r2_score(y, predicted) if len(y) >= 2 else NOT_DEFINED}
+    if not hasattr(model, "predict_proba"):
+        # A classifier that scores each label on its own (SparseMultiLabelClassifier
+        # fitted on one label a row): no probabilities for AUC and log loss.
+        return {"accuracy": accuracy_score(y, model.predict(X))}
     proba = model.predict_proba(X)
     predicted = model.classes_[proba.argmax(axis=1)]
     result = {"accuracy": accuracy_score(y, predicted)}
