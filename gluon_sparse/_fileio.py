@@ -236,6 +236,31 @@ def _is_own_entry(name):
             or name.startswith("." + POINTER_FILE + ".tmp-") or bool(_VERSION.match(name)))
 
 
+def check_versioned_replaceable(path, legacy_files=()):
+    """Raise unless the versioned directory ``path`` (state ``'versioned'``) holds only
+    what its writer puts there (``legacy_files`` too: the flat layout's files stay
+    until the save after the first versioned one), with a readable pointer.
+
+    A foreign directory with a file named ``CURRENT`` (a LevelDB's) is not one to
+    replace, and a corrupt pointer would fail the replacing save only at its end.
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` holds entries no versioned directory has.
+    ValueError
+        If its ``CURRENT`` does not name a version directory.
+    """
+    foreign = sorted(name for name in os.listdir(path)
+                     if not _is_own_entry(name) and name not in legacy_files)
+    if foreign:
+        raise FileExistsError("refusing to replace %s: besides a %s file it holds %s, which no "
+                              "gluon-sparse model directory has"
+                              % (path, POINTER_FILE, ", ".join(foreign[:5])
+                                 + (", ..." if len(foreign) > 5 else "")))
+    _read_pointer(path)
+
+
 def versioned_directory_state(path, legacy_files=()):
     """What ``path`` holds, for a writer deciding whether it may replace it.
 

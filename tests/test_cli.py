@@ -657,3 +657,27 @@ def test_a_multi_class_multilabel_estimator_is_evaluated_and_its_proba_refused(t
         assert cli.main(["predict", HEART_SCALE, "--model-dir", str(tmp_path / "m"), "--out",
                          str(tmp_path / "p.txt")] + flags) == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["foreign", "corrupt"])
+def test_a_directory_with_a_current_file_that_is_no_model_fails_before_training(
+        tmp_path, trained, kind):
+    """A LevelDB directory (CURRENT, LOCK, MANIFEST-*) was taken for a model, and so was a
+    model whose CURRENT is damaged: every epoch trained, then the save failed."""
+    import shutil
+    target = tmp_path / "store"
+    if kind == "foreign":
+        target.mkdir()
+        _write(target / "CURRENT", "MANIFEST-000001\n")
+        _write(target / "MANIFEST-000001", "keep me\n")
+        message = "besides a CURRENT file it holds MANIFEST-000001"
+    else:
+        shutil.copytree(trained, target)
+        _write(target / "CURRENT", "not a version\n")
+        message = "CURRENT is corrupt"
+    before = sorted(p.name for p in target.iterdir())
+    result = _run_module("train", HEART_SCALE, "--model-dir", "store", *FAST, cwd=tmp_path)
+    line = _one_error_line(result)
+    assert message in line, line
+    assert "epoch" not in result.stdout and "data:" not in result.stdout
+    assert sorted(p.name for p in target.iterdir()) == before

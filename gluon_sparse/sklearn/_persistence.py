@@ -60,12 +60,16 @@ def check_model_dir_writable(path):
         If ``path`` is a file or a directory with other content.
     PermissionError
         If the directory (or the one it would be created in) is not writable.
+    ValueError
+        If its ``CURRENT`` pointer is corrupt (the save would fail at its end).
     """
     path = os.path.abspath(os.fspath(path))
     state = _fileio.versioned_directory_state(path, _FILES)
     if state == "other":
         raise FileExistsError("refusing to replace %s: it exists and is not a gluon-sparse model "
                               "directory" % path)
+    if state == "versioned":
+        _fileio.check_versioned_replaceable(path, _FILES)
     existing = path if state != "missing" else os.path.dirname(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
