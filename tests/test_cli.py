@@ -681,3 +681,41 @@ def test_a_directory_with_a_current_file_that_is_no_model_fails_before_training(
     assert message in line, line
     assert "epoch" not in result.stdout and "data:" not in result.stdout
     assert sorted(p.name for p in target.iterdir()) == before
+
+
+def test_label_and_flag_errors_name_where_and_which(tmp_path):
+    # A class label that is not an integer: the file and line, also of a second DATA file.
+    _write(tmp_path / "a.svm", "".join("%d %d:1\n" % (i % 2, i % 5 + 1) for i in range(30)))
+    _write(tmp_path / "b.svm", "".join("%d %d:1\n" % (i % 2, i % 5 + 1) for i in range(10))
+           + "1.5 2:1\n")
+    line = _one_error_line(_run_module("train", "a.svm", "b.svm", "--model-dir", "m", *FAST,
+                                       cwd=tmp_path))
+    assert "b.svm, line 11: label 1.5 is not a class label" in line, line
+    # A held-out share that leaves too few samples to train on: the flag is named (it was
+    # scikit-learn's "The train_size = 1 should be greater or equal to ...").
+    _write(tmp_path / "c.svm", "".join("%d %d:1\n" % (i % 2, i % 5 + 1) for i in range(10)))
+    line = _one_error_line(_run_module("train", "c.svm", "--model-dir", "m",
+                                       "--validation-fraction", "0.9", *FAST, cwd=tmp_path))
+    assert "--validation-fraction 0.9 left 1 of the 10 samples" in line, line
+    # --zero-based without DATA was silently ignored (the reference dataset is a matrix).
+    line = _one_error_line(_run_module("train", "--model-dir", "m", "--zero-based", "true",
+                                       cwd=tmp_path))
+    assert "--zero-based applies to LibSVM files" in line, line
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_an_index_too_large_for_memory_is_named_before_the_model_is_built(tmp_path, multilabel):
+    """A stray feature index or label id sets the model's width: it ended in a MemoryError
+    traceback (or the OOM killer) instead of a line naming the file and line."""
+    if multilabel:
+        text = "".join("%d 1:1 2:0.5\n" % (i % 2) for i in range(20)) + "99999999999 1:1\n"
+        flags, message = ["--multilabel"], "line 21: label id 99999999999 makes the model"
+    else:
+        text = "".join("%d 1:1 2:0.5\n" % (i % 2) for i in range(20)) + "1 99999999999:1\n"
+        flags, message = [], "line 21: feature index 99999999999 makes the model"
+    _write(tmp_path / "wide.svm", text)
+    line = _one_error_line(_run_module("train", "wide.svm", "--model-dir", "m", *flags, *FAST,
+                                       cwd=tmp_path))
+    assert "wide.svm, " + message in line and "GB of memory are available" in line, line
+    assert not (tmp_path / "m").exists()

@@ -175,3 +175,13 @@ def test_early_stopping_keeps_the_epoch_of_best_precision(files, tmp_path, capsy
     labels, _ = model.predict_top_k(Xt, 1)
     assert precision_at_k(_indicator(Yt, 60), labels.astype(np.int64), 1) == pytest.approx(
         p1[best], abs=1e-4)
+
+
+def test_evaluate_refuses_a_file_without_labels(files, tmp_path, capsys):
+    """Every P@k and nDCG@k was printed as 0.0000, with status 0."""
+    d, _, _, model_dir = files
+    rows = [line.split(" ", 1)[1] for line in (d / "test.txt").read_text().splitlines()]
+    (tmp_path / "unlabelled.txt").write_text("".join(" " + row + "\n" for row in rows))
+    assert cli.main(["evaluate", str(tmp_path / "unlabelled.txt"), "--model-dir",
+                     str(model_dir)]) == 2
+    assert "no row has a label" in capsys.readouterr().err

@@ -89,6 +89,53 @@ def check_has_features(X, paths):
                                                              X.shape[0]))
 
 
+# Bytes of a float32 weight: it is written whole when initialised. The deferred
+# optimizers' state (Adam's mean and var) is mapped lazily and commits memory only
+# for the rows training touches, so it is not counted: the check is for indices
+# that make even the weight impossible.
+_BYTES_PER_WEIGHT = 4
+
+
+def check_model_fits(paths, X, hidden, zero_based, labels=None):
+    """Raise InputError, before the model is built, when its weights cannot fit the memory
+    available: the width comes from the largest feature index (and, for ``labels``, the
+    largest label id), which a stray index can make huge.
+
+    Parameters
+    ----------
+    paths : list of str
+        The DATA files (for the file and line of the largest index).
+    X : scipy.sparse.csr_matrix
+        The training rows (its width is the first layer's input).
+    hidden : tuple of int
+        Hidden layer sizes.
+    zero_based : bool
+        The base the files were read with (to name a feature index as the file has it).
+    labels : scipy.sparse.csr_matrix, optional
+        A multi-label indicator: its width is the output layer's.
+    """
+    from ..optimizer._state_memory import _available_memory
+    available = _available_memory()
+    if not available or not hidden:
+        return
+    layers = [(X, "feature index", X.shape[1] * hidden[0], 0 if zero_based is True else 1)]
+    if labels is not None:
+        layers.append((labels, "label id", labels.shape[1] * hidden[-1], 0))
+    needed = sum(layer[2] for layer in layers) * _BYTES_PER_WEIGHT
+    if needed <= available:
+        return
+    matrix, what, _, base = max(layers, key=lambda layer: layer[2])
+    from .._sparse_entries import row_of_entry
+    from ..data import locate_row
+    position = int(np.argmax(matrix.indices))
+    path, line = locate_row(paths, row_of_entry(matrix.indptr, position))
+    raise InputError("%s, line %d: %s %d makes the model %s wide: its weights alone need "
+                     "%.1f GB, and %.1f GB of memory are available (is the index right? see "
+                     "docs/limits.md)"
+                     % (path, line, what, matrix.indices[position] + base, matrix.shape[1],
+                        needed / 1e9, available / 1e9))
+
+
 def _lines(text):
     """The lines of a memory map or bytes, one copied at a time."""
     start = 0

@@ -102,6 +102,11 @@ def main(argv=None):
         # flush of the buffered rest does not fail a second time.
         _stdout_to_devnull()
         return 0
+    except MemoryError as err:
+        # What check_model_fits cannot foresee (another process taking memory meanwhile).
+        print("%s: error: out of memory%s: see docs/limits.md for what a model of this width "
+              "needs" % (prog, " (%s)" % err if str(err) else ""), file=sys.stderr)
+        return EXIT_USAGE
     except (InputError, OSError, ValueError, TypeError) as err:
         # Input problems (missing / malformed files, a model directory that is
         # not one) are the user's to fix: one line, no traceback.

@@ -104,6 +104,7 @@ def train(args):
     replacing = _files.check_model_dir(args.model_dir)
     X, Y, zero_based = _load(args.data, zero_based=args.zero_based)
     _files.check_has_features(X, args.data)
+    _files.check_model_fits(args.data, X, args.hidden, zero_based, labels=Y)
     print("data: %s: %d samples x %d features, %d labels (%.2f a sample)"
           % (", ".join(args.data), X.shape[0], X.shape[1], Y.shape[1], Y.nnz / X.shape[0]))
     if args.test:
@@ -169,5 +170,9 @@ def predict_top_k(args, model):
 def evaluate(args, model):
     """``gluon-sparse evaluate`` of a multi-label model: P@1/3/5 and nDCG@1/3/5."""
     X, Y = _load_for_model(args.data, model)
+    if Y.nnz == 0:
+        # As single-label evaluate refuses a file without labels: every P@k would be 0.
+        raise InputError("%s: no row has a label; evaluate needs each row's true labels "
+                         "('3,17 f:v ...'); predict takes unlabelled rows" % args.data)
     print("%s: %d samples  %s" % (args.data, X.shape[0], _format(ranking_metrics(model, X, Y))))
     return 0

@@ -104,7 +104,8 @@ def build_parser():
                                   description="Predict with a trained model; one line per sample.")
     predict.add_argument("data", metavar="DATA",
                          help="LibSVM file (each line starts with a label, any number, e.g. 0 "
-                              "or nan: it is not used)")
+                              "or nan: it is not used; for a multi-label model, label ids "
+                              "'3,17' or nothing)")
     predict.add_argument("--model-dir", required=True, help="directory written by train")
     predict.add_argument("--out", required=True, help="output file ('-' for stdout)")
     predict.add_argument("--proba", action="store_true",

@@ -40,21 +40,30 @@ def train(args):
           % (source, X.shape[0], X.shape[1], X.nnz, X.nnz / max(1, X.shape[0] * X.shape[1])))
     classify = args.task == "classification"
     if classify and np.any(y != np.round(y)):
-        value = y[np.flatnonzero(y != np.round(y))[0]]
+        row = int(np.flatnonzero(y != np.round(y))[0])
+        where = source
+        if args.data:
+            from ..data import locate_row
+            where = "%s, line %d" % locate_row(args.data, row)
         raise InputError("%s: label %s is not a class label (classification takes integer "
                          "labels); pass --task regression for a continuous target"
-                         % (source, _files.format_label(value)))
+                         % (where, _files.format_label(y[row])))
     if fraction and X.shape[0] - int(np.ceil(fraction * X.shape[0])) < 1:
         raise InputError("--validation-fraction %g of %d samples leaves none to train on"
                          % (fraction, X.shape[0]))
     X_train, y_train, X_test, y_test, held_out = _split(args, X, y, zero_based, fraction,
                                                         classify)
     _epochs.check_early_stopping(args, X_test is not None)
-    model = _build_model(args, X_train.shape[0], X_train.shape[1], classify)
+    if args.data:
+        _files.check_model_fits(args.data, X, args.hidden, zero_based)
     fit_args = {"classes": np.unique(y_train)} if classify else {}
     if classify and len(fit_args["classes"]) < 2:
+        held = ("; --validation-fraction %g left %d of the %d samples to train on"
+                % (fraction, X_train.shape[0], X.shape[0]) if X_test is not None and not args.test
+                else "")
         raise InputError("the training labels hold a single class (%s); classification needs "
-                         "two or more" % _files.format_label(fit_args["classes"][0]))
+                         "two or more%s" % (_files.format_label(fit_args["classes"][0]), held))
+    model = _build_model(args, X_train.shape[0], X_train.shape[1], classify)
     print("model: %s hidden=%s optimizer=%s lr=%g batch=%d ctx=%s; metrics on %s"
           % (type(model).__name__, ",".join(map(str, args.hidden)) or "none", args.optimizer,
              args.lr, model.batch_size, args.ctx, held_out or "nothing (no held-out data)"))
@@ -109,6 +118,10 @@ def _validation_fraction(args):
 
 def _training_data(args):
     """``(X, y, zero_based, description)`` of the files, or of the reference dataset."""
+    if not args.data and args.zero_based != "auto":
+        # The reference dataset is a matrix: no file base to apply, or to save for predict.
+        raise InputError("--zero-based applies to LibSVM files; without DATA train uses the "
+                         "reference dataset, which has none")
     if not args.data:
         from ..data.synthetic import make_reference_dataset
         X, y = make_reference_dataset(random_state=args.seed)
@@ -135,8 +148,11 @@ def _split(args, X, y, zero_based, fraction, classify):
 
 
 def _can_stratify(y, fraction):
+    # scikit-learn's stratified split needs every class twice and each side at least
+    # as large as the number of classes; else the split is not stratified.
     _, counts = np.unique(y, return_counts=True)
-    return counts.min() >= 2 and len(counts) <= fraction * len(y)
+    n_test = int(np.ceil(fraction * len(y)))
+    return counts.min() >= 2 and len(counts) <= min(n_test, len(y) - n_test)
 
 
 def clipped_batch_size(batch_size, n_train, n_features):
