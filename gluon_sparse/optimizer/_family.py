@@ -294,11 +294,11 @@ class SparseRuleMixin(abc.ABC):
         fused = []
         group = self._mxnet_group if self._mxnet_group > 0 else 1
         for start in range(0, len(index), group):
-            if group > 1:
-                # As the base class: the group's updates counted before any of its
-                # learning rates is read. A weight that missed steps (ignore_stale_grad)
-                # then gets the schedule's value at the group's count, not at its own.
-                self._count_group(index[start:start + group])
+            # As the base class: the group's updates counted before any of its learning
+            # rates is read. A weight that missed steps (ignore_stale_grad) then gets the
+            # schedule's value at the group's count, not at its own.
+            before = self._count_group(index[start:start + group]) if group > 1 else None
+            done = []
             try:
                 for i, w, g, s in zip(index[start:start + group], weight[start:start + group],
                                       grad[start:start + group], state[start:start + group]):
@@ -307,14 +307,34 @@ class SparseRuleMixin(abc.ABC):
                         fused.append((w, g, _as_list(s), rule.step(self, i)))
                     else:
                         self._update_one(i, w, g, s)
+                    done.append(i)
+            except BaseException:
+                if before is not None:
+                    self._uncount_group(before, done)  # a refused update is no update
+                raise
             finally:
                 self._precounted = None
         if fused:
             fused_dense_update(self, rule, fused)
 
     def _count_group(self, indices):
+        """Count ``indices``' updates at once; returns what :meth:`_uncount_group` restores."""
+        before = (self.num_update, {i: self._index_update_count.get(i) for i in indices})
         super()._update_count(list(indices))
         self._precounted = set(indices)
+        return before
+
+    def _uncount_group(self, before, done):
+        """Take back the counts of a group's updates that did not happen (not in ``done``)."""
+        num_update, counts = before
+        for i, count in counts.items():
+            if i in done:
+                continue
+            if count is None:
+                self._index_update_count.pop(i, None)
+            else:
+                self._index_update_count[i] = count
+        self.num_update = max([num_update] + [self._index_update_count[i] for i in done])
 
     def _update_count(self, index):
         if (self._precounted is not None and not isinstance(index, (list, tuple))
