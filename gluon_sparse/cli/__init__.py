@@ -23,9 +23,10 @@ model or output file.
 
 The package is split by concern: ``_arguments`` (argument types),
 ``_parser`` (the argparse tree), ``_files`` (reading LibSVM files, checking
-paths, writing output), ``_metrics``, ``_train`` (the train command and its
-epoch loop), ``_commands`` (predict, evaluate, launch) and ``_main`` (the
-entry point and its error handling).
+paths and sizes, writing output), ``_metrics``, ``_train`` (the train
+command), ``_epochs`` (its epoch loop and early stopping), ``_multilabel``
+(train, predict and evaluate of multi-label models), ``_commands`` (predict,
+evaluate, launch) and ``_main`` (the entry point and its error handling).
 """
 from ._main import main
 from ._parser import build_parser

@@ -117,8 +117,8 @@ def raise_if_diverged(estimator, module, always):
         cause = ("Adamax divides by its state u, which stays 0 for a weight whose gradient "
                  "is always 0 (MXNet's Adamax has no epsilon): choose another optimizer")
     else:
-        cause = ("the training diverged. Try a smaller learning_rate_init (now %g), or scale "
-                 "the input and targets" % estimator.learning_rate_init)
+        cause = ("the training diverged. Try a smaller learning_rate_init (now %g; --lr on the "
+                 "command line), or scale the input and targets" % estimator.learning_rate_init)
     # loss_curve_: every epoch the weights went through (n_iter_ counts this call's only).
     raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
                      "epochs: %s" % (type(estimator).__name__, name, len(estimator.loss_curve_),
