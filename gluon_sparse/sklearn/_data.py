@@ -15,8 +15,8 @@ import scipy.sparse as sp
 from ..data import LibSVMDataset, csr_to_ndarray, load_libsvm
 from ..data.batchify import check_batch_size
 
-__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "warn_if_base_guessed", "padded_csr_batches",
-           "batch_rows_limit", "check_training_batch"]
+__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "warn_if_base_guessed",
+           "padded_csr_batches", "batch_rows_limit", "check_training_batch"]
 
 # Rows per forward pass at prediction time. Every batch is padded to exactly
 # this many rows (with empty rows, which cost nothing in sparse.dot) because

@@ -38,7 +38,6 @@ from ._multilabel_targets import MultiLabelTargetsMixin
 from ._training import (check_partial_fit_params, check_weight_total, fit_trainer,
                         raise_if_diverged, registered_optimizer)
 
-
 __all__ = ["SparseMultiLabelClassifier"]
 
 logger = logging.getLogger(__name__)
