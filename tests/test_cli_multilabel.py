@@ -185,3 +185,12 @@ def test_evaluate_refuses_a_file_without_labels(files, tmp_path, capsys):
     assert cli.main(["evaluate", str(tmp_path / "unlabelled.txt"), "--model-dir",
                      str(model_dir)]) == 2
     assert "no row has a label" in capsys.readouterr().err
+
+
+def test_the_model_line_says_what_the_metrics_are_computed_on(files, tmp_path, capsys):
+    """As single-label train does (it said nothing, so P@k could be read as training P@k)."""
+    d, _, _, _ = files
+    assert cli.main(["train", "--multilabel", str(d / "test.txt"), "--model-dir",
+                     str(tmp_path / "m"), "--epochs", "1", "--hidden", "4", "--num-sampled",
+                     "2", "--quiet"]) == 0
+    assert "; metrics on 40 held-out training samples" in capsys.readouterr().out

@@ -124,9 +124,11 @@ def train(args):
         hidden_layer_sizes=args.hidden, num_sampled=num_sampled,
         batch_size=batch_size, learning_rate_init=args.lr,
         alpha=args.alpha, optimizer=args.optimizer, ctx=args.ctx, random_state=args.seed)
-    print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d"
-          % (",".join(map(str, model.hidden_layer_sizes)), num_sampled, args.lr,
-             model.batch_size))
+    held_out = (args.test if args.test else "%d held-out training samples" % X_test.shape[0]
+                if X_test is not None else "nothing (no held-out data)")
+    print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d; metrics "
+          "on %s" % (",".join(map(str, model.hidden_layer_sizes)), num_sampled, args.lr,
+                     model.batch_size, held_out))
     if replacing:
         print("model-dir: %s holds a model; it will be replaced when training ends"
               % args.model_dir)
