@@ -122,3 +122,22 @@ def test_two_devices_equal_one_device_on_the_same_global_batches(tmp_path, optim
     # Training moved the weights: the comparison is not between two initial states.
     initial = mx.nd.load(init_file)
     assert not np.allclose(initial["0.weight"].asnumpy(), expected["0.weight"])
+
+
+def test_labels_and_features_that_float32_would_change_or_mxnet_cannot_slice():
+    """Integer class ids past 2^24 came back changed (float32), a bool or int64 CSR batch
+    failed later with 'Unknown type enum 7', and one Context was 'not iterable'."""
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    x = sp.random(4, 6, density=0.5, format="csr", random_state=0)
+    with pytest.raises(ValueError, match="label holds the integer 16777217"):
+        split_and_load_batch(x, np.array([16777217, 1, 2, 3]), contexts)
+    for dtype in (bool, np.int64):
+        parts, _ = split_and_load_batch(x.astype(dtype), None, contexts)
+        np.testing.assert_array_equal(np.concatenate([p.asnumpy() for p in parts]),
+                                      x.astype(dtype).astype(np.float32).toarray())
+    parts, labels = split_and_load_batch(x, [0, 1, 0, 1], mx.cpu(0))
+    assert len(parts) == 1 and labels[0].asnumpy().tolist() == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="scalar"):
+        split_and_load_batch(x, 3, contexts)
+    with pytest.raises(TypeError, match="part_sizes takes integers"):
+        part_sizes(10.0, 3)

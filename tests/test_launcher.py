@@ -396,3 +396,20 @@ def test_watchdog_kills_the_groups_it_watches_only_when_the_pipe_ends_without_do
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+
+
+@pytest.mark.parametrize("port", [70000, -5])
+def test_a_port_out_of_range_is_a_bad_argument(caplog, port):
+    """bind() raised OverflowError before the range check: a traceback and status 1."""
+    code = launcher.run(parse(["-n", "1", "--port", str(port), "--", PYTHON, "-c", "pass"]),
+                        output=open(os.devnull, "w"))
+    assert code == 2
+    assert any("scheduler port must be in 1..65535, got %d" % port in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_host_line_without_a_host_name_is_named(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1\nalice@\n")
+    with pytest.raises(ValueError, match=r"hosts:2: expected one \[user@\]host\[:port\]"):
+        launcher.read_hosts(str(hosts))

@@ -29,7 +29,9 @@ def read_hosts(path):
             if not entry:
                 continue
             host, _, port = entry.partition(":")
-            if len(entry.split()) != 1 or not host.strip("@") or (port and not port.isdigit()):
+            # The address is what follows the last '@' ('alice@' names none).
+            if (len(entry.split()) != 1 or not host.rsplit("@", 1)[-1]
+                    or (port and not port.isdigit())):
                 raise ValueError("%s:%d: expected one [user@]host[:port] per line, got %r"
                                  % (path, lineno, line.rstrip("\n")))
             hosts.append(entry)

@@ -299,6 +299,8 @@ def run(args, output=None):
     try:
         hosts = read_hosts(args.hosts) if args.hosts else None
         port = getattr(args, "port", 0) or free_port()
+        if not 0 < port < 65536:  # before bind(), which raises OverflowError for these
+            raise ValueError("scheduler port must be in 1..65535, got %d" % port)
         if not hosts:
             _check_port_free(port)
         processes = build_processes(args.num_workers, args.num_servers, command, port, hosts)

@@ -39,6 +39,10 @@ def part_sizes(num_rows, num_parts):
     >>> part_sizes(10, 3)
     [4, 3, 3]
     """
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+               for n in (num_rows, num_parts)):
+        raise TypeError("part_sizes takes integers, got num_rows=%r, num_parts=%r"
+                        % (num_rows, num_parts))
     if num_parts < 1:
         raise ValueError("num_parts must be at least 1, got %d" % num_parts)
     if num_rows < 0:
@@ -48,12 +52,31 @@ def part_sizes(num_rows, num_parts):
 
 
 def _as_ndarray(array, what, ctx):
+    """``array`` as an NDArray on ``ctx``: SciPy input as CSR, NumPy and lists as MXNet's
+    default float32 (bool and integer features too, which MXNet's slicing cannot take)."""
     if isinstance(array, mx.nd.NDArray):
         return array
     if sp.issparse(array):
-        return mx.nd.sparse.csr_matrix(sp.csr_matrix(array), ctx=ctx)
+        csr = sp.csr_matrix(array)
+        if csr.dtype.kind not in "f":
+            csr = csr.astype(np.float32)
+        return mx.nd.sparse.csr_matrix(csr, ctx=ctx)
     try:
-        return mx.nd.array(np.asarray(array), ctx=ctx)
+        values = np.asarray(array)
+    except (TypeError, ValueError) as err:
+        raise TypeError("%s must be an NDArray, a scipy.sparse matrix or array-like, got %s"
+                        % (what, type(array).__name__)) from err
+    if values.ndim == 0:
+        raise ValueError("%s must hold one row per sample, got the scalar %r" % (what, values))
+    if values.dtype.kind in "iu":
+        # float32 holds every integer up to 2^24, not all past it: a class id would change.
+        changed = np.flatnonzero(values.astype(np.float32).astype(values.dtype) != values)
+        if changed.size:
+            raise ValueError("%s holds the integer %d, which float32 (the dtype it would "
+                             "become) cannot hold exactly; pass an NDArray of the dtype you "
+                             "need" % (what, values.flat[changed[0]]))
+    try:
+        return mx.nd.array(values, ctx=ctx)
     except (TypeError, ValueError) as err:
         raise TypeError("%s must be an NDArray, a scipy.sparse matrix or array-like, got %s"
                         % (what, type(array).__name__)) from err
@@ -73,7 +96,7 @@ def split_and_load_batch(data, label, ctx_list):
         Batch of shape ``(batch_size, num_features)``; SciPy matrices become CSR.
     label : NDArray, array-like or None
         Labels with ``batch_size`` rows, or ``None``.
-    ctx_list : list of Context
+    ctx_list : list of Context (or one Context)
         Devices to load the parts on, in order.
 
     Returns
@@ -97,7 +120,7 @@ def split_and_load_batch(data, label, ctx_list):
     >>> [(p.stype, p.shape[0]) for p in xs], [y.shape[0] for y in ys]
     ([('csr', 3), ('csr', 2)], [3, 2])
     """
-    ctx_list = list(ctx_list)
+    ctx_list = [ctx_list] if isinstance(ctx_list, mx.Context) else list(ctx_list)
     if not ctx_list:
         raise ValueError("ctx_list is empty: give at least one context")
     data = _as_ndarray(data, "data", ctx_list[0])
