@@ -309,8 +309,8 @@ class SparseRuleMixin(abc.ABC):
                         self._update_one(i, w, g, s)
                     done.append(i)
             except BaseException:
-                if before is not None:
-                    self._uncount_group(before, done)  # a refused update is no update
+                if before is not None:  # a refused update is no update
+                    deferred.restore_update_counts(self, before, kept=done)
                 raise
             finally:
                 self._precounted = None
@@ -318,23 +318,11 @@ class SparseRuleMixin(abc.ABC):
             fused_dense_update(self, rule, fused)
 
     def _count_group(self, indices):
-        """Count ``indices``' updates at once; returns what :meth:`_uncount_group` restores."""
-        before = (self.num_update, {i: self._index_update_count.get(i) for i in indices})
+        """Count ``indices``' updates at once; returns the counts before (to restore)."""
+        before = deferred.update_counts(self, indices)
         super()._update_count(list(indices))
         self._precounted = set(indices)
         return before
-
-    def _uncount_group(self, before, done):
-        """Take back the counts of a group's updates that did not happen (not in ``done``)."""
-        num_update, counts = before
-        for i, count in counts.items():
-            if i in done:
-                continue
-            if count is None:
-                self._index_update_count.pop(i, None)
-            else:
-                self._index_update_count[i] = count
-        self.num_update = max([num_update] + [self._index_update_count[i] for i in done])
 
     def _update_count(self, index):
         if (self._precounted is not None and not isinstance(index, (list, tuple))

@@ -336,17 +336,33 @@ def counted_unless_refused(optimizer, index):
     """Count the update of weight ``index`` (the learning rate schedule reads the new
     count), undone if the block raises: a refused step is no step (the next one keeps
     Adam's bias correction and the schedule where they were)."""
-    count, num_update = optimizer._index_update_count.get(index), optimizer.num_update
+    before = update_counts(optimizer, [index])
     optimizer._update_count(index)
     try:
         yield
     except BaseException:
-        optimizer.num_update = num_update
+        restore_update_counts(optimizer, before)
+        raise
+
+
+def update_counts(optimizer, indices):
+    """What :func:`restore_update_counts` puts back: ``optimizer``'s update counts of
+    ``indices`` and its ``num_update``."""
+    return optimizer.num_update, {i: optimizer._index_update_count.get(i) for i in indices}
+
+
+def restore_update_counts(optimizer, counts, kept=()):
+    """Put back the update counts ``counts`` (of :func:`update_counts`) but those of the
+    indices in ``kept``, whose updates happened; ``num_update`` follows."""
+    num_update, by_index = counts
+    for index, count in by_index.items():
+        if index in kept:
+            continue
         if count is None:
-            del optimizer._index_update_count[index]
+            optimizer._index_update_count.pop(index, None)
         else:
             optimizer._index_update_count[index] = count
-        raise
+    optimizer.num_update = max([num_update] + [optimizer._index_update_count[i] for i in kept])
 
 
 def check_replayable(optimizer, index, value, name):
