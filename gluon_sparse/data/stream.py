@@ -192,12 +192,11 @@ class LibSVMStream:
                             yield memoryview(buffer)[:filled], lines_before
                         return
                     filled += read
-                end = filled
                 text = memoryview(buffer)[:cut]
                 yield text, lines_before
                 lines_before += newlines_before(text, cut)
                 offset += cut
-                previous, previous_cut, previous_end = buffer, cut, end
+                previous, previous_cut, previous_end = buffer, cut, filled
 
     def _parse(self, text, path, lines_before):
         chunk = parse_libsvm_bytes(text, dtype=self.dtype, reject_zero=not self.zero_based,

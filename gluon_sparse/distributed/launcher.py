@@ -299,11 +299,11 @@ def run(args, output=None):
     try:
         hosts = read_hosts(args.hosts) if args.hosts else None
         port = getattr(args, "port", 0) or free_port()
-        if not 0 < port < 65536:  # before bind(), which raises OverflowError for these
-            raise ValueError("scheduler port must be in 1..65535, got %d" % port)
+        # Described first: build_processes checks the port's range, which bind() would
+        # meet with an OverflowError.
+        processes = build_processes(args.num_workers, args.num_servers, command, port, hosts)
         if not hosts:
             _check_port_free(port)
-        processes = build_processes(args.num_workers, args.num_servers, command, port, hosts)
     except (OSError, ValueError) as err:
         logger.error("%s", err)
         return 2
