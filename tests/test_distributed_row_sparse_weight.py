@@ -140,6 +140,14 @@ def test_bad_input_and_arguments_are_named():
     untrained.initialize()
     with pytest.raises(RuntimeError, match="no Trainer"):
         untrained(mx.nd.sparse.zeros("csr", (2, 50)))
+    # MXNet's dot of CSR and row_sparse has float32 and float64 kernels only; float16 was
+    # accepted and failed at the first backward, raised again at an unrelated later call.
+    with pytest.raises(TypeError, match="dtype must be float32 or float64 .* float16"):
+        FullyConnectedSparseRowSparseWeight(3, in_units=50, dtype="float16")
+    # MXNet's backward writes the gradient: 'add' failed there with "req == kWriteTo".
+    layer.weight.grad_req = "add"
+    with pytest.raises(ValueError, match="grad_req='add' is not supported"):
+        layer(mx.nd.sparse.zeros("csr", (2, 50)))
 
 
 @pytest.mark.parametrize("columns", [[40, 4, 7], [4, 4, 7], [7, 4, 7]])

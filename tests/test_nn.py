@@ -125,6 +125,58 @@ def test_save_load_parameters_round_trip(tmp_path):
     np.testing.assert_array_equal(restored(x).asnumpy(), expected)
 
 
+_INITIALIZERS = {
+    "default": None,
+    "he": mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
+    "xavier_out": mx.init.Xavier(factor_type="out"),
+    "msra": mx.init.MSRAPrelu(),
+    "xavier_name": "xavier",
+    "normal": mx.init.Normal(0.3),
+}
+
+
+@pytest.mark.parametrize("init", sorted(_INITIALIZERS))
+@pytest.mark.parametrize("given", ["block", "global"])
+@pytest.mark.parametrize("in_units", [0, 300])
+def test_weight_initialised_as_dense_initialises_its_own(init, given, in_units):
+    # The weight is Dense's transposed, so an initializer reading fans from the
+    # shape (Xavier's factor_type 'in'/'out') must see Dense's (units, in_units):
+    # for one seed, the values are Dense's weight, in the same memory order.
+    init = _INITIALIZERS[init]
+    block_init = {"weight_initializer": init} if given == "block" else {}
+    global_init = {"init": init} if given == "global" and init is not None else {}
+    x = to_mx(random_csr(2, 300, 0.1, seed=1))
+    mx.random.seed(7)
+    dense = gluon.nn.Dense(16, in_units=300, **block_init)
+    dense.initialize(**global_init)
+    mx.random.seed(7)
+    layer = FullyConnectedSparse(16, in_units=in_units, **block_init)
+    layer.initialize(**global_init)
+    layer(x)  # finishes a deferred initialisation
+    expected = dense.weight.data().asnumpy()
+    np.testing.assert_array_equal(layer.weight.data().asnumpy().reshape(16, 300), expected)
+
+
+def test_weight_initializer_survives_export(tmp_path):
+    # The wrapper is a registered initializer: a symbol's __init__ attribute names it.
+    net = gluon.nn.HybridSequential()
+    net.add(FullyConnectedSparse(4, in_units=30, weight_initializer=mx.init.MSRAPrelu()))
+    net.initialize()
+    net.hybridize()
+    net(to_mx(random_csr(2, 30, 0.2, seed=2)))
+    net.export(str(tmp_path / "m"))
+    attrs = mx.sym.load(str(tmp_path / "m-symbol.json")).attr_dict()
+    weight_init = [a["__init__"] for name, a in attrs.items() if name.endswith("weight")][0]
+    recreated = mx.init.create(weight_init)
+    mx.random.seed(3)
+    dense = gluon.nn.Dense(4, in_units=30, weight_initializer=mx.init.MSRAPrelu())
+    dense.initialize()
+    mx.random.seed(3)
+    out = mx.nd.zeros((30, 4))
+    recreated(mx.init.InitDesc("w_weight", global_init=mx.init.Uniform()), out)
+    np.testing.assert_array_equal(out.asnumpy().reshape(4, 30), dense.weight.data().asnumpy())
+
+
 def test_export_and_import_as_symbol_block(tmp_path):
     x = to_mx(random_csr(5, 40, 0.2, seed=5))
     net = gluon.nn.HybridSequential()

@@ -22,6 +22,7 @@ from mxnet.gluon import HybridBlock, nn
 
 from .. import _grad_req, _native
 from ._csr import checked_csr
+from ._init import DenseLayoutWeight
 
 __all__ = ["FullyConnectedSparse", "FactorizationMachine"]
 
@@ -270,7 +271,11 @@ class FullyConnectedSparse(_SparseInputBlock):
     dtype : str or numpy.dtype, default 'float32'
         Data type of the parameters.
     weight_initializer : str or Initializer, optional
-        Initializer of the ``(in_units, units)`` weight.
+        Initializer of the ``(in_units, units)`` weight (None: the one given to
+        ``initialize``). The weight is initialised as Dense initialises its
+        ``(units, in_units)`` one: Xavier's and MSRAPrelu's fan-in is
+        ``in_units``, and one seed gives Dense's values
+        (``gluon_sparse.nn._init``).
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
     in_units : int, default 0
@@ -333,7 +338,7 @@ class FullyConnectedSparse(_SparseInputBlock):
         self._output_units = units
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(in_units, units),
-                                          init=weight_initializer, dtype=dtype,
+                                          init=DenseLayoutWeight(weight_initializer), dtype=dtype,
                                           allow_deferred_init=True, grad_stype=weight_grad_stype)
             if use_bias:
                 self.bias = self.params.get("bias", shape=(units,), init=bias_initializer,

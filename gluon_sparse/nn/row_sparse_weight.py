@@ -27,6 +27,7 @@ from mxnet.gluon import Block, nn
 
 from .._sparse_entries import first_outside
 from ._csr import checked_csr
+from ._init import DenseLayoutWeight
 from .basic_layers import _empty_rows, _needs_input_grad
 
 __all__ = ["FullyConnectedSparseRowSparseWeight", "pull_rows"]
@@ -142,7 +143,11 @@ class FullyConnectedSparseRowSparseWeight(Block):
     dtype : str or numpy.dtype, default 'float32'
         Data type of the parameters.
     weight_initializer : str or Initializer, optional
-        Initializer of the ``(in_units, units)`` weight.
+        Initializer of the ``(in_units, units)`` weight (None: the one given to
+        ``initialize``). The weight is initialised as Dense initialises its
+        ``(units, in_units)`` one: Xavier's and MSRAPrelu's fan-in is
+        ``in_units``, and one seed gives Dense's values
+        (``gluon_sparse.nn._init``).
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
     prefix : str, optional
@@ -181,11 +186,16 @@ class FullyConnectedSparseRowSparseWeight(Block):
                              "int, got %r" % (self.__class__.__name__, in_units))
         if not isinstance(units, (int, np.integer)) or units <= 0:
             raise ValueError("units must be a positive int, got %r" % (units,))
+        if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+            # MXNet's dot of a CSR batch and a row_sparse weight has no other kernels.
+            raise TypeError("%s: dtype must be float32 or float64 (MXNet's sparse dot has no %s "
+                            "kernel), got %r" % (self.__class__.__name__, np.dtype(dtype), dtype))
         self._units = int(units)
         self._in_units = int(in_units)
         with self.name_scope():
             self.weight = self.params.get("weight", shape=(self._in_units, self._units),
-                                          init=weight_initializer, dtype=dtype, **ROW_SPARSE)
+                                          init=DenseLayoutWeight(weight_initializer), dtype=dtype,
+                                          **ROW_SPARSE)
             if use_bias:
                 self.bias = self.params.get("bias", shape=(self._units,), init=bias_initializer,
                                             dtype=dtype)
@@ -224,6 +234,10 @@ class FullyConnectedSparseRowSparseWeight(Block):
 
     def forward(self, x):
         self._check_input(x)
+        if self.weight.grad_req == "add":
+            raise ValueError("%s: grad_req='add' is not supported for the row_sparse gradient of "
+                             "%s (MXNet's sparse dot writes it); use grad_req='write' and "
+                             "accumulate outside" % (self.name, self.weight.name))
         if _needs_input_grad(x):
             # The gradient of x is ograd . W^T over every column, but only the rows of
             # the batch's non-zero columns are pulled; MXNet's dot of the CSR copy
