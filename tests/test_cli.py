@@ -719,3 +719,19 @@ def test_an_index_too_large_for_memory_is_named_before_the_model_is_built(tmp_pa
                                        cwd=tmp_path))
     assert "wide.svm, " + message in line and "GB of memory are available" in line, line
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("header, message", [
+    ("3 5000000000000 4", "line 1: the header '3 5000000000000 4' declares 5000000000000 features"),
+    ("3 8 5000000000000", "line 1: the header '3 8 5000000000000' declares 5000000000000 labels"),
+    # Past int64: a traceback (scipy's OverflowError) before.
+    ("3 99999999999999999999 4", "line 1: the header '3 99999999999999999999 4' declares a size "
+                                 "above 2^53")])
+def test_an_xc_header_too_wide_is_named_on_its_line(tmp_path, header, message):
+    # The width came from the header, but the message blamed a data line's index (on the
+    # line before it: the header was counted as a row).
+    _write(tmp_path / "wide.xc", header + "\n0 0:1 3:1\n1,2 1:1\n3 2:1\n")
+    line = _one_error_line(_run_module("train", "wide.xc", "--model-dir", "m", "--multilabel",
+                                       *FAST, cwd=tmp_path))
+    assert "wide.xc, " + message in line, line
+    assert not (tmp_path / "m").exists()

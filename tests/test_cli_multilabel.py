@@ -194,3 +194,18 @@ def test_the_model_line_says_what_the_metrics_are_computed_on(files, tmp_path, c
                      str(tmp_path / "m"), "--epochs", "1", "--hidden", "4", "--num-sampled",
                      "2", "--quiet"]) == 0
     assert "; metrics on 40 held-out training samples" in capsys.readouterr().out
+
+
+def test_predict_top_k_does_not_read_the_files_labels(files, tmp_path):
+    # Single-label predict ignores labels; --top-k refused a -1/+1 test file.
+    d, _, _, model_dir = files
+    rows = (d / "test.txt").read_text().splitlines()
+    signs = tmp_path / "signs.txt"
+    signs.write_text("".join("%s %s\n" % ("-1" if i % 2 else "+1", row.split(" ", 1)[1])
+                             for i, row in enumerate(rows)))
+    out_a, out_b = tmp_path / "a.txt", tmp_path / "b.txt"
+    assert cli.main(["predict", "--model-dir", str(model_dir), str(d / "test.txt"), "--top-k",
+                     "3", "--out", str(out_a)]) == 0
+    assert cli.main(["predict", "--model-dir", str(model_dir), str(signs), "--top-k", "3",
+                     "--out", str(out_b)]) == 0
+    assert out_a.read_text() == out_b.read_text() != ""

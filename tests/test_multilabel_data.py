@@ -88,6 +88,9 @@ def test_random_xc_file_matches_sklearn_and_header(tmp_path):
      r"x.txt, line 3: label 6 is out of range for num_labels=5 declared by the header"),
     (b"0 1:1\n1 2:x\n", {}, r"x.txt, line 2: invalid feature value"),
     (b"2 0 3\n0 1:1\n", {}, r"x.txt, line 1: the header .* must be positive"),
+    # Past int64 scipy raised a bare OverflowError; 2^53 bounds label ids already.
+    (b"2 99999999999999999999 10\n0 1:1\n", {}, r"x.txt, line 1: the header .* above 2\^53"),
+    (b"2 5 9007199254740993\n0 1:1\n", {}, r"x.txt, line 1: the header .* above 2\^53"),
     # Labels that are no ids are reported before any size is taken from them.
     (b"0 1:1\ninf 2:1\n", {}, r"x.txt, line 2: label inf is not a label id"),
     (b"0 1:1\nnan 2:1\n", {"num_labels": 5}, r"x.txt, line 2: label nan is not a label id"),
@@ -135,6 +138,45 @@ def test_labels_to_indicator_and_dataset():
     np.testing.assert_array_equal(label.toarray(), [[1, 0, 1]])
     with pytest.raises(ValueError, match="2 rows but data has 3"):
         MultiLabelDataset(sp.eye(3, format="csr"), sp.eye(2, 3, format="csr"))
+
+
+@pytest.mark.parametrize("lists, bad", [([[1], [], [2.7]], "row 2: label 2.7"),
+                                         ([[0.5]], "row 0: label 0.5"),
+                                         ([[-0.5]], "row 0: label -0.5"),
+                                         ([[1, "a"]], "row 0: label 'a'"),
+                                         ([[np.nan]], "row 0: label nan")])
+def test_label_lists_of_other_than_whole_numbers_are_refused(lists, bad):
+    # int() made 2.7 label 2, and -0.5 label 0, which passed the >= 0 check.
+    with pytest.raises(ValueError, match=bad + " is not a label id"):
+        labels_to_indicator(lists)
+    with pytest.raises(ValueError, match=bad + " is not a label id"):
+        MultiLabelDataset(sp.eye(len(lists), format="csr"), lists)
+    # Whole numbers of any numeric type are ids.
+    np.testing.assert_array_equal(labels_to_indicator([[2.0, np.int32(0)], [np.float32(1)]])
+                                  .toarray(), [[1, 0, 1], [0, 1, 0]])
+
+
+def test_check_labels_false_reads_features_of_any_labels(tmp_path):
+    # Prediction does not use the labels: -1/+1 test files read as well as unlabelled ones.
+    labelled, bare = tmp_path / "l.txt", tmp_path / "b.txt"
+    labelled.write_bytes(b"-1 1:0.5 3:1\n+1 2:2\n2.5 1:1\n")
+    bare.write_bytes(b" 1:0.5 3:1\n 2:2\n 1:1\n")
+    with pytest.raises(ValueError, match="line 1: label -1.0 is not a label id"):
+        load_multilabel(str(labelled))
+    X, Y = load_multilabel(str(labelled), num_features=5, check_labels=False)
+    expected, _ = load_multilabel(str(bare), num_features=5, allow_empty=True)
+    assert Y is None
+    np.testing.assert_array_equal(X.toarray(), expected.toarray())
+
+
+def test_locate_row_skips_an_xc_header(tmp_path):
+    from gluon_sparse.data import locate_row
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"3 5 4\n0 1:1\n# a comment\n1,2 2:1\n3 4:1\n")
+    assert [locate_row(str(path), row) for row in range(3)] == [(str(path), 2), (str(path), 4),
+                                                                (str(path), 5)]
+    with pytest.raises(IndexError):
+        locate_row(str(path), 3)
 
 
 def test_loader_batches_are_csr_and_cover_the_data(tmp_path):

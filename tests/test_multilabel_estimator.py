@@ -424,3 +424,34 @@ def test_a_multilabel_dataset_label_that_is_not_an_id_is_named(tmp_path):
     path = _write_one_based(tmp_path / "a.svm", X, [[1], [2.5], [3]])
     with pytest.raises(ValueError, match=r"a\.svm, line 2: label 2\.5 is not a label id"):
         SparseMultiLabelClassifier(max_iter=1).fit(LibSVMDataset(path, multilabel=True))
+
+
+def test_a_file_labelled_as_for_another_model_predicts_and_rows_without_labels_train(tmp_path):
+    X = sp.hstack([sp.random(40, 9, density=0.3, random_state=0), np.ones((40, 1))]).tocsr()
+    X.data = np.ceil(X.data * 8) / 8  # values that the file's '%g' writes exactly
+    label_rows = [[i % 4] if i % 3 else [] for i in range(40)]  # every third row unlabelled
+    path = _write_one_based(tmp_path / "a.svm", X, label_rows)
+    params = dict(hidden_layer_sizes=(4,), num_sampled=2, max_iter=2, random_state=0)
+    # fit(path) refused the unlabelled rows, naming an argument fit() does not have.
+    from_path = SparseMultiLabelClassifier(**params).fit(path)
+    reference = SparseMultiLabelClassifier(**params).fit(X, label_rows)
+    np.testing.assert_array_equal(from_path.predict_top_k(path, 2)[1],
+                                  reference.predict_top_k(X, 2)[1])
+    # A test file labelled -1/+1: prediction does not read its labels.
+    signs = _write_one_based(tmp_path / "s.svm", X, [["-1" if i % 2 else "+1"] for i in range(40)])
+    for a, b in zip(from_path.predict_top_k(signs, 2), from_path.predict_top_k(X, 2)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(from_path.predict(signs).toarray(),
+                                  from_path.predict(X).toarray())
+    with pytest.raises(ValueError, match="label -1.0 is not a label id"):
+        from_path.score(signs)  # scoring does read them
+
+
+def test_score_of_a_file_refuses_a_model_whose_labels_are_not_ids(fitted, data, tmp_path):
+    # The file's ids were all unknown to the model: P@1 came back 0.0 without a word.
+    _, _, Xt, Yt = data
+    path = tmp_path / "t.txt"
+    _write_multilabel(path, Xt, Yt)
+    with pytest.raises(ValueError, match="model's labels are not ids \\(e.g. 'tag00'\\)"):
+        fitted.score(str(path))
+    assert fitted.score(Xt, [["tag%02d" % y for y in row] for row in Yt]) > 0.3

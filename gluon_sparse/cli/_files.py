@@ -125,15 +125,34 @@ def check_model_fits(paths, X, hidden, zero_based, labels=None):
     if needed <= available:
         return
     matrix, what, _, base = max(layers, key=lambda layer: layer[2])
+    sizes = "the model's weights alone need %.1f GB, and %.1f GB of memory are available" % (
+        needed / 1e9, available / 1e9)
+    if not matrix.nnz or matrix.indices.max() + 1 < matrix.shape[1]:
+        # No index asks for that width: an XC header (line 1) declared it.
+        kind = "labels" if labels is matrix else "features"
+        raise InputError("%s declares %d %s: %s (is the header right?)"
+                         % (_header_declaring(paths, matrix.shape[1]), matrix.shape[1], kind,
+                            sizes))
     from .._sparse_entries import row_of_entry
     from ..data import locate_row
     position = int(np.argmax(matrix.indices))
     path, line = locate_row(paths, row_of_entry(matrix.indptr, position))
-    raise InputError("%s, line %d: %s %d makes the model %s wide: its weights alone need "
-                     "%.1f GB, and %.1f GB of memory are available (is the index right? see "
+    raise InputError("%s, line %d: %s %d makes the model %s wide; %s (is the index right? see "
                      "docs/limits.md)"
                      % (path, line, what, matrix.indices[position] + base, matrix.shape[1],
-                        needed / 1e9, available / 1e9))
+                        sizes))
+
+
+def _header_declaring(paths, width):
+    """'FILE, line 1: the header 'R F L'' of the first file whose XC header declares
+    ``width`` features or labels ('FILES' if none does)."""
+    from ..data.libsvm import open_libsvm_buffer, xc_header
+    for path in paths:
+        with open_libsvm_buffer(path) as buf:
+            tokens, _ = xc_header(buf)
+        if tokens is not None and width in (int(tokens[1]), int(tokens[2])):
+            return "%s, line 1: the header %r" % (path, b" ".join(tokens).decode())
+    return ", ".join(paths)
 
 
 def _lines(text):

@@ -29,7 +29,7 @@ def is_multilabel_model(model):
     return hasattr(model, "predict_top_k") and getattr(model, "multilabel_", False)
 
 
-def _load(paths, num_features=None, zero_based="auto"):
+def _load(paths, num_features=None, zero_based="auto", check_labels=True):
     from ..data import load_multilabel
     for path in paths:
         _files.check_readable(path)
@@ -37,7 +37,7 @@ def _load(paths, num_features=None, zero_based="auto"):
         X, Y, zero_based = load_multilabel(paths if len(paths) > 1 else paths[0],
                                            num_features=num_features, zero_based=zero_based,
                                            allow_empty=True, return_zero_based=True,
-                                           allow_nonfinite=False)
+                                           allow_nonfinite=False, check_labels=check_labels)
     except ValueError as err:
         raise InputError(str(err)) from None
     if X.shape[0] == 0:
@@ -45,18 +45,20 @@ def _load(paths, num_features=None, zero_based="auto"):
     return X, Y, zero_based
 
 
-def _load_for_model(path, model):
+def _load_for_model(path, model, check_labels=True):
+    """``(X, Y)`` of a file for ``model``; ``check_labels=False`` for predictions, which
+    do not use the labels (Y is None)."""
     X, Y, _ = _load([path], num_features=model.n_features_in_,
-                    zero_based=getattr(model, "zero_based_", "auto"))
+                    zero_based=getattr(model, "zero_based_", "auto"), check_labels=check_labels)
     return X, Y
 
 
 def _label_ids(model, labels):
     """Predicted labels as the integer label ids of the files (a model trained in Python
     may have other labels: they cannot be compared with a file's)."""
+    from ..sklearn.multilabel import classes_are_label_ids
     classes = np.asarray(model.classes_)
-    if classes.dtype.kind not in "iu" and not (
-            classes.dtype.kind == "f" and np.all(classes == np.floor(classes))):
+    if not classes_are_label_ids(classes):
         raise InputError("the model's labels are not integer ids (e.g. %r): a multi-label "
                          "file's labels are ids, so they cannot be compared; score it in "
                          "Python" % (classes[0],))
@@ -159,7 +161,7 @@ def predict_top_k(args, model):
         k = min(_DEFAULT_TOP_K, model.n_outputs_)
     elif k > model.n_outputs_:
         raise InputError("--top-k %d is more than the model's %d labels" % (k, model.n_outputs_))
-    X, _ = _load_for_model(args.data, model)
+    X, _ = _load_for_model(args.data, model, check_labels=False)
     labels, scores = model.predict_top_k(X, k)
     lines = (" ".join("%s:%.6g" % (_files.format_label(label), score)
                       for label, score in zip(row_labels, row_scores))

@@ -326,9 +326,37 @@ def _concatenate(chunks, shift, num_features):
     return X
 
 
-def _line_of_row(path, row):
+def xc_header(buf):
+    """``(tokens, body offset)`` when the first line of ``buf`` is an extreme-classification
+    header (exactly three whole numbers: rows, features, labels), else ``(None, 0)``.
+
+    No LibSVM data line has that form (its features are ``index:value``), so a
+    header is told from data by its form alone.
+    """
+    end = buf.find(b"\n")
+    first = bytes(buf[:end if end >= 0 else len(buf)])
+    tokens = first.split()
+    if len(tokens) != 3 or not all(t.isdigit() for t in tokens):
+        return None, 0
+    return tokens, (end + 1 if end >= 0 else len(buf))
+
+
+def _rows_and_lines(path, row=None):
+    """Number of data rows of ``path`` (an XC header is not one), or with ``row``, the
+    1-based line of that row."""
     with open_libsvm_buffer(path) as buf:
-        return row_line_number(buf, row)
+        header, offset = xc_header(buf)
+        body = memoryview(buf)[offset:] if offset else buf
+        try:
+            if row is None:
+                return count_rows(body)
+            return row_line_number(body, row, line_base=1 if header else 0)
+        finally:
+            del body
+
+
+def _line_of_row(path, row):
+    return _rows_and_lines(path, row)
 
 
 def _first_index_at_least(paths, chunks, raw_limit):
@@ -387,10 +415,7 @@ def locate_row(paths, row):
     ('b.libsvm', 23)
     """
     paths = _as_path_list(paths)
-    counts = []
-    for path in paths:
-        with open_libsvm_buffer(path) as buf:
-            counts.append(count_rows(buf))
+    counts = [_rows_and_lines(path) for path in paths]
     total = sum(counts)
     if not -total <= row < total:
         raise IndexError("row %d is out of range: %s hold %d rows"

@@ -18,6 +18,7 @@ is not an integer id or is out of range, a row without labels (unless
 disagrees with the rows of the file.
 """
 import logging
+import numbers as numbers_abc
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,7 +26,7 @@ import scipy.sparse as sp
 from .._sparse_entries import first_not_binary, row_of_entry
 from .batchify import CSRBatchify
 from .libsvm import (_as_path_list, _check_zero_based, check_size, open_libsvm_buffer,
-                     parse_libsvm_bytes, row_line_number)
+                     parse_libsvm_bytes, row_line_number, xc_header)
 from .sampler import BatchSampler, PartitionSampler
 
 __all__ = ["load_multilabel", "MultiLabelDataset", "MultiLabelLoader", "labels_to_indicator"]
@@ -33,27 +34,31 @@ __all__ = ["load_multilabel", "MultiLabelDataset", "MultiLabelLoader", "labels_t
 logger = logging.getLogger(__name__)
 
 
+# Label ids are parsed as float64 and must be integers it holds exactly.
+_MAX_LABEL_ID = 2 ** 53
+# A header's sizes: the same bound (a label id is below num_labels), also far beyond any
+# matrix a machine holds, and within int64 (scipy's shapes overflowed past it).
+_MAX_HEADER_SIZE = _MAX_LABEL_ID
+
+
 def _read_header(buf, path):
     """``((num_rows, num_features, num_labels), body offset)`` if the file starts with an XC header."""
-    end = buf.find(b"\n")
-    first = bytes(buf[:end if end >= 0 else len(buf)])
-    tokens = first.split()
-    if len(tokens) != 3 or not all(t.isdigit() for t in tokens):
+    tokens, offset = xc_header(buf)
+    if tokens is None:
         return None, 0
     header = tuple(int(t) for t in tokens)
+    first = b" ".join(tokens).decode()
     if header[1] == 0 or header[2] == 0:
         raise ValueError("%s, line 1: the header %r declares %d features and %d labels; both "
-                         "must be positive" % (path, first.decode(errors="replace"), header[1],
-                                               header[2]))
-    return header, (end + 1 if end >= 0 else len(buf))
+                         "must be positive" % (path, first, header[1], header[2]))
+    if max(header) > _MAX_HEADER_SIZE:
+        raise ValueError("%s, line 1: the header %r declares a size above 2^53 (rows, features "
+                         "and labels must be below it)" % (path, first))
+    return header, offset
 
 
 def _label_error(path, body, line_base, row, message):
     return ValueError("%s, line %d: %s" % (path, row_line_number(body, row, line_base), message))
-
-
-# Label ids are parsed as float64 and must be integers it holds exactly.
-_MAX_LABEL_ID = 2 ** 53
 
 
 def _parse_file(path, fmt, dtype, reject_zero):
@@ -111,21 +116,23 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
     """Validate labels and feature indices of a parsed file against the sizes given and the
     sizes its header declares."""
     num_features, features_name = _limit(num_features, header, 1, "num_features")
-    num_labels, labels_name = _limit(num_labels, header, 2, "num_labels")
     def error(row, message):
         return _row_error(path, header, line_base, row, message)
 
     if header and header[0] != chunk.num_rows:
         raise ValueError("%s, line 1: the header declares %d rows but the file has %d data rows"
                          % (path, header[0], chunk.num_rows))
-    counts = np.diff(chunk.label_ptr)
-    bad = np.flatnonzero(chunk.labels >= num_labels)  # ids checked by _check_label_ids
-    if bad.size:
-        raise error(int(_label_rows(chunk)[bad[0]]), "label %d is out of range for %s"
-                    % (chunk.labels[bad[0]], labels_name))
-    if not allow_empty and np.any(counts == 0):
-        raise error(int(np.argmax(counts == 0)), "the row has no label (pass allow_empty=True "
-                                                 "to keep rows without labels)")
+    if num_labels is not None:  # None: labels unchecked (load_multilabel's check_labels)
+        num_labels, labels_name = _limit(num_labels, header, 2, "num_labels")
+        counts = np.diff(chunk.label_ptr)
+        bad = np.flatnonzero(chunk.labels >= num_labels)  # ids checked by _check_label_ids
+        if bad.size:
+            raise error(int(_label_rows(chunk)[bad[0]]), "label %d is out of range for %s"
+                        % (chunk.labels[bad[0]], labels_name))
+        if not allow_empty and np.any(counts == 0):
+            raise error(int(np.argmax(counts == 0)), "the row has no label (pass "
+                                                     "allow_empty=True to keep rows without "
+                                                     "labels)")
     found = chunk.first_index_at_least(num_features + shift)
     if found:
         raise error(found[0], "feature index %d is out of range for %s"
@@ -134,7 +141,7 @@ def _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels
 
 def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto",
                     dtype="float32", format="auto", allow_empty=False, return_zero_based=False,
-                    *, allow_nonfinite=True):
+                    *, allow_nonfinite=True, check_labels=True):
     """Read multi-label LibSVM or extreme-classification files into ``(X, Y)``.
 
     Parameters
@@ -159,12 +166,17 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
     allow_nonfinite : bool, default True
         With False, a NaN or infinite feature value is an error naming the file
         and the line.
+    check_labels : bool, default True
+        With False (for prediction, which does not use them) the labels are
+        neither checked nor returned: ``Y`` is None, and a test file labelled
+        ``-1``/``+1`` reads as well as one labelled with ids.
 
     Returns
     -------
     X : scipy.sparse.csr_matrix of shape (num_rows, num_features)
-    Y : scipy.sparse.csr_matrix of shape (num_rows, num_labels)
-        The label indicator (sorted indices, values 1).
+    Y : scipy.sparse.csr_matrix of shape (num_rows, num_labels), or None
+        The label indicator (sorted indices, values 1); None with
+        ``check_labels=False``.
     zero_based : bool
         Only with ``return_zero_based=True``.
 
@@ -181,7 +193,8 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
     paths = _as_path_list(paths)
     parsed = [(path,) + _parse_file(path, format, dtype, zero_based is False) for path in paths]
     for path, chunk, header, line_base in parsed:
-        _check_label_ids(path, chunk, header, line_base)
+        if check_labels:
+            _check_label_ids(path, chunk, header, line_base)
         if not allow_nonfinite:
             _check_finite(path, chunk, header, line_base)
     headers = [p[2] for p in parsed if p[2]]
@@ -196,26 +209,49 @@ def load_multilabel(paths, num_features=None, num_labels=None, zero_based="auto"
     if num_features is None:
         num_features = max([h[1] for h in headers] or
                            [max(c.max_index for c in chunks) - shift + 1, 1])
-    if num_labels is None:
+    if num_labels is None and check_labels:
         num_labels = max([h[2] for h in headers] or
                          [int(max((c.labels.max() for c in chunks if c.labels.size),
                                   default=-1)) + 1, 1])
     for path, chunk, header, line_base in parsed:
-        _check_chunk(path, chunk, header, line_base, shift, num_features, num_labels, allow_empty)
+        _check_chunk(path, chunk, header, line_base, shift, num_features,
+                     num_labels if check_labels else None, allow_empty)
     X = sp.vstack([sp.csr_matrix((c.values, c.indices.astype(np.int64) - shift, c.indptr),
                                  shape=(c.num_rows, num_features)) for c in chunks],
                   format="csr", dtype=dtype)
-    Y = sp.vstack([sp.csr_matrix((np.ones(c.labels.size, dtype=dtype),
-                                  c.labels.astype(np.int64), c.label_ptr),
-                                 shape=(c.num_rows, num_labels)) for c in chunks],
-                  format="csr", dtype=dtype)
-    Y.sum_duplicates()  # "3,3" is one positive
-    Y.data[:] = 1
-    logger.debug("read %d rows, %d features, %d labels from %s", X.shape[0], num_features,
+    Y = None
+    if check_labels:
+        Y = sp.vstack([sp.csr_matrix((np.ones(c.labels.size, dtype=dtype),
+                                      c.labels.astype(np.int64), c.label_ptr),
+                                     shape=(c.num_rows, num_labels)) for c in chunks],
+                      format="csr", dtype=dtype)
+        Y.sum_duplicates()  # "3,3" is one positive
+        Y.data[:] = 1
+    logger.debug("read %d rows, %d features, %s labels from %s", X.shape[0], num_features,
                  num_labels, paths)
     if return_zero_based:
         return X, Y, not one_based
     return X, Y
+
+
+def _whole_label_ids(values, lengths):
+    """``values`` as int64 label ids; a value that is not a whole number (2.7 would
+    have become label 2) is a ValueError naming its row."""
+    ids = np.asarray(values) if values else np.zeros(0, np.int64)
+    if ids.dtype.kind in "iu":
+        return ids.astype(np.int64)
+    try:
+        numbers = ids.astype(np.float64)
+    except (TypeError, ValueError):  # strings: find the first one that is not a number
+        numbers = np.array([float(v) if isinstance(v, numbers_abc.Real) else np.nan
+                            for v in values])
+    whole = np.isfinite(numbers) & (numbers == np.floor(numbers)) & (ids.dtype.kind != "b")
+    if not whole.all():
+        first = int(np.flatnonzero(~whole)[0])
+        row = row_of_entry(np.concatenate([[0], np.cumsum(lengths)]), first)
+        raise ValueError("row %d: label %r is not a label id (a whole number >= 0)"
+                         % (row, values[first]))
+    return numbers.astype(np.int64)
 
 
 def labels_to_indicator(label_lists, num_labels=None, dtype="float32"):
@@ -232,8 +268,7 @@ def labels_to_indicator(label_lists, num_labels=None, dtype="float32"):
         in a row is stored once).
     """
     lengths = [len(labels) for labels in label_lists]
-    ids = np.fromiter((int(l) for labels in label_lists for l in labels), dtype=np.int64,
-                      count=sum(lengths))
+    ids = _whole_label_ids([l for labels in label_lists for l in labels], lengths)
     if ids.size and ids.min() < 0:
         raise ValueError("label ids must be >= 0, got %d" % ids.min())
     if num_labels is None:

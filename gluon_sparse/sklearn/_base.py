@@ -144,7 +144,7 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         self._module_lock = threading.RLock()
 
     # ------------------------------------------------------------------ input
-    def _read_libsvm(self, X, training, reset=False):
+    def _read_libsvm(self, X, training, reset=False, labels=True):
         """Read a LibSVM source with the index base of the training files.
 
         Training on LibSVM input records the base its files resolved to as
@@ -152,6 +152,7 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         is read with it, so that column j means the same feature. ('auto'
         alone decides per file: a zero-based training file without feature 0
         would be read as one-based, a test file with feature 0 as zero-based.)
+        ``labels=False``: the caller does not use the labels (prediction).
         """
         source = X
         X, y, zero_based = load_libsvm_source(
@@ -175,7 +176,7 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
     def _validate_X(self, X, reset):
         """Validate ``X`` for prediction; returns float32 CSR."""
         if is_libsvm_source(X):
-            X, _ = self._read_libsvm(X, training=False, reset=reset)
+            X, _ = self._read_libsvm(X, training=False, reset=reset, labels=False)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=reset)
         return sp.csr_matrix(X)
 

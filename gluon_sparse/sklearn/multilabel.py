@@ -65,6 +65,14 @@ def _with_defaults(init, **defaults):
     return __init__
 
 
+def classes_are_label_ids(classes):
+    """Whether a model's ``classes_`` are integer label ids, what a multi-label file's
+    labels are (a model fitted on other labels cannot be compared with a file's)."""
+    classes = np.asarray(classes)
+    return classes.dtype.kind in "iu" or (
+        classes.dtype.kind == "f" and bool(np.all(classes == np.floor(classes))))
+
+
 def _label_ids(labels, dataset):
     """The rows' label ids (ints) of a multi-label LibSVMDataset's label tuples; a label
     that is not a whole number >= 0 is named by file and line."""
@@ -220,7 +228,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         return SampledNet(hidden, output)
 
     # ------------------------------------------------------------------ input
-    def _read_libsvm(self, X, training, reset=False):
+    def _read_libsvm(self, X, training, reset=False, labels=True):
         """Read multi-label LibSVM input as ``(X, labels)`` with the index base of the
         training files (see :meth:`BaseSparseNet._read_libsvm`).
 
@@ -229,24 +237,27 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         column j is label id j (``classes_`` 0..largest id, as the XC format's
         header counts labels); a fitted model gets each row's list of ids, which
         it maps to its own labels, so that a file's own largest id does not
-        matter (``partial_fit`` over part files, ``score``).
+        matter (``partial_fit`` over part files, ``score``). With ``labels=False``
+        (prediction) the labels are not read: a test file may be labelled ``-1``/``+1``.
+        Rows without labels are kept (for training too, as ``fit(X, Y)`` keeps them).
         """
+        labels_wanted = labels
         if isinstance(X, LibSVMDataset):
             dataset = X
             X, labels = super()._read_libsvm(dataset, training, reset)
-            if labels.dtype != object:
+            if labels.dtype != object or not labels_wanted:
                 return X, labels  # a single-label file: one label a row
             Y = labels_to_indicator(_label_ids(labels, dataset))
         else:
             source = X
             X, Y, zero_based = load_multilabel(
                 libsvm_paths(source), num_features=None if reset else self.n_features_in_,
-                zero_based=getattr(self, "zero_based_", "auto"), allow_empty=not training,
-                return_zero_based=True)
+                zero_based=getattr(self, "zero_based_", "auto"), allow_empty=True,
+                return_zero_based=True, check_labels=labels_wanted)
             warn_if_base_guessed(self, X, zero_based, source, reset)
             if training:
                 self.zero_based_ = zero_based
-        if reset:
+        if reset or Y is None:
             return X, Y
         return X, [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
 
@@ -427,6 +438,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         sample_weight : array-like of shape (n_samples,), optional
         """
         check_is_fitted(self, "n_outputs_")
+        if y is None and is_libsvm_source(X) and not classes_are_label_ids(self.classes_):
+            # Every file label would be unknown to the model: P@1 would be 0.
+            raise ValueError("score(X as a LibSVM file) reads the file's labels as integer ids, "
+                             "but the model's labels are not ids (e.g. %r): pass y, the rows' "
+                             "labels as the model knows them" % (self.classes_[0],))
         X, y = self._scoring_data(X, y)
         X = self._validate_X(X, reset=False)
         Y = self._internal(self._encode_labels(y, False, X.shape[0], drop_unknown=True))
