@@ -455,3 +455,75 @@ def test_score_of_a_file_refuses_a_model_whose_labels_are_not_ids(fitted, data, 
     with pytest.raises(ValueError, match="model's labels are not ids \\(e.g. 'tag00'\\)"):
         fitted.score(str(path))
     assert fitted.score(Xt, [["tag%02d" % y for y in row] for row in Yt]) > 0.3
+
+
+def test_rows_of_weight_zero_count_as_rows_left_out(data):
+    # Label counts, the output rows' order and labels a row were counted over every
+    # row, whatever its weight: 27 of 60 predictions differed from dropping the rows.
+    X, Y, Xt, _ = data
+    X, Y = X[:300], Y[:300]
+    keep = np.arange(300) % 3 != 0
+    weights = keep.astype(np.float64)
+    noisy = [row if k else [0, 1, 2] for row, k in zip(Y, keep)]  # labels the weights hide
+    params = dict(FAST, sampler="all", batch_size=300, shuffle=False, max_iter=3)
+    weighted = SparseMultiLabelClassifier(**params).fit(X, noisy, sample_weight=weights)
+    dropped = SparseMultiLabelClassifier(**params).fit(X[keep], [r for r, k in zip(Y, keep) if k])
+    np.testing.assert_array_equal(weighted.classes_, dropped.classes_)
+    assert weighted.label_order_ == dropped.label_order_
+    np.testing.assert_allclose(weighted.label_counts_, dropped.label_counts_)
+    assert weighted.labels_per_row_ == pytest.approx(dropped.labels_per_row_)
+    np.testing.assert_allclose(weighted.predict_top_k(Xt, 3)[1],
+                               dropped.predict_top_k(Xt, 3)[1], rtol=1e-4, atol=1e-5)
+
+
+def test_loss_does_not_depend_on_the_scale_of_the_weights(data):
+    # The loss was divided by max(sum of weights, 1e-12).
+    X, Y, _, _ = data
+    params = dict(FAST, max_iter=2)
+    plain = SparseMultiLabelClassifier(**params).fit(X, Y)
+    tiny = SparseMultiLabelClassifier(**params).fit(X, Y, sample_weight=np.full(X.shape[0], 1e-17))
+    assert tiny.loss_ == pytest.approx(plain.loss_, rel=1e-4)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.001])
+def test_early_stopping_refuses_fewer_than_two_validation_rows(data, fraction):
+    # One held-out row scored 0 or 1 and stopped training at random.
+    X, Y, _, _ = data
+    model = SparseMultiLabelClassifier(**dict(FAST, early_stopping=True,
+                                              validation_fraction=fraction))
+    with pytest.raises(ValueError, match="at least 2 validation samples"):
+        model.fit(X, Y)
+
+
+def test_the_early_stopping_score_weighs_the_held_out_rows(data, monkeypatch):
+    # The held-out rows' weights were dropped: rows of weight 0 decided when to stop.
+    X, Y, _, _ = data
+    weights = 1.0 + np.asarray(X.sum(axis=1)).ravel()  # a function of the row: found again below
+    seen = []
+    original = SparseMultiLabelClassifier._precision_at_1
+
+    def spy(self, X_val, Y_val, sample_weight=None):
+        seen.append((X_val, sample_weight))
+        return original(self, X_val, Y_val, sample_weight)
+
+    monkeypatch.setattr(SparseMultiLabelClassifier, "_precision_at_1", spy)
+    SparseMultiLabelClassifier(**dict(FAST, max_iter=2, early_stopping=True)).fit(
+        X, Y, sample_weight=weights)
+    X_val, given = seen[0]
+    assert given is not None
+    np.testing.assert_allclose(given, 1.0 + np.asarray(X_val.sum(axis=1)).ravel(), rtol=1e-6)
+
+
+def test_float32_limits_of_the_steps_scalars(data):
+    X, Y, _, _ = data
+    params = dict(FAST, max_iter=1)
+    # alpha / weight sum below float32's normal range: MXNet refused wd='6.7e-40'.
+    # As a float32 term it changes nothing: the fit is alpha=0's.
+    tiny = SparseMultiLabelClassifier(**dict(params, alpha=1e-37)).fit(X, Y)
+    none = SparseMultiLabelClassifier(**dict(params, alpha=0.0)).fit(X, Y)
+    np.testing.assert_array_equal(tiny.predict_top_k(X[:20], 3)[1],
+                                  none.predict_top_k(X[:20], 3)[1])
+    with pytest.raises(ValueError, match="learning_rate_init=1e-39 is too small"):
+        SparseMultiLabelClassifier(**dict(params, learning_rate_init=1e-39)).fit(X, Y)
+    with pytest.raises(ValueError, match="sum to .*scale sample_weight down"):
+        SparseMultiLabelClassifier(**params).fit(X, Y, sample_weight=np.full(X.shape[0], 1e36))

@@ -925,3 +925,25 @@ def test_adagrad_without_weight_decay_trains():
     model = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, optimizer="adagrad",
                                 alpha=0.0, random_state=0).fit(X, y)
     assert np.isfinite(model.predict_proba(X)).all()
+
+
+def test_sampled_output_class_counts_weigh_the_rows():
+    # A row of weight 0 counted in class_counts_, what the sampler draws by.
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 20, density=0.3, format="csr", random_state=0, dtype=np.float32)
+    y = rng.integers(0, 4, 60)
+    weights = np.where(y == 3, 0.0, 2.0)
+    model = SparseMLPClassifier(hidden_layer_sizes=(4,), output="sampled", max_iter=1,
+                                random_state=0).fit(X, y, sample_weight=weights)
+    np.testing.assert_allclose(model.class_counts_, [2.0 * np.sum(y == c) for c in range(3)] + [0])
+
+
+def test_a_weight_decay_below_float32s_normal_range_is_none():
+    # alpha / batch weight = 6.7e-40: MXNet's operators refused the wd ("Out of range").
+    X = sp.random(60, 20, density=0.3, format="csr", random_state=0, dtype=np.float32)
+    y = np.arange(60) % 2
+    fits = [SparseMLPClassifier(hidden_layer_sizes=(4,), alpha=alpha, max_iter=2,
+                                random_state=0).fit(X, y) for alpha in (1e-37, 0.0)]
+    np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+    with pytest.raises(ValueError, match="learning_rate_init=1e-39 is too small"):
+        SparseMLPClassifier(learning_rate_init=1e-39, max_iter=1).fit(X, y)

@@ -89,8 +89,8 @@ class ClassOutputMixin:
         return super()._architecture() + ((self.num_sampled,) if self._is_sampled() else ())
 
     # ------------------------------------------------------------------ fit hooks
-    def _encode_targets(self, y, first_pass, classes):
-        encoded, n_outputs = super()._encode_targets(y, first_pass, classes)
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
+        encoded, n_outputs = super()._encode_targets(y, first_pass, classes, sample_weight)
         if first_pass:
             n_classes = len(self.classes_)
             has_hidden = bool(self._hidden_sizes())
@@ -102,7 +102,10 @@ class ClassOutputMixin:
                 self.output == "sampled"
                 or self.output == "auto" and n_classes >= SAMPLED_OUTPUT_MIN_CLASSES)
             if self.sampled_output_:
-                counts = np.bincount(encoded.astype(np.int64), minlength=n_classes)
+                # Weighted: a row of weight 0 counts as a row left out (scikit-learn's
+                # sample_weight); integers without weights, as before.
+                counts = np.bincount(encoded.astype(np.int64), minlength=n_classes,
+                                     weights=sample_weight)
                 self.class_counts_ = counts.tolist()  # a list: the model directory's JSON
             elif hasattr(self, "class_counts_"):
                 del self.class_counts_

@@ -141,12 +141,20 @@ class MultiLabelTargetsMixin:
                                     else "passed as classes"))
         return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
 
-    def _learn_label_order(self, Y):
-        counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
+    def _learn_label_order(self, Y, sample_weight=None):
+        """Label frequencies (what the sampler draws by and the output rows' order) and
+        labels a row, counted with the sample weights: a row of weight 0 counts as a
+        row left out, as scikit-learn's sample_weight means."""
+        if sample_weight is None:
+            counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
+            self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
+        else:
+            weight = np.asarray(sample_weight, dtype=np.float64)
+            counts = Y.T.dot(weight)
+            self.labels_per_row_ = float(np.diff(Y.indptr).dot(weight) / weight.sum())
         self.label_counts_ = counts.tolist()
         # A list, like the counts: the model directory stores both as JSON.
         self.label_order_ = np.argsort(-counts, kind="stable").tolist()
-        self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
 
     def _internal(self, Y):
         """Columns of ``Y`` (class order) renumbered into output rows (frequency order)."""

@@ -4,9 +4,10 @@ A task mixin comes first in an estimator's bases (``class
 SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP)``) and gives the
 training loop and prediction these hooks:
 
-``_encode_targets(y, first_pass, classes) -> (targets, n_outputs)``
+``_encode_targets(y, first_pass, classes, sample_weight=None) -> (targets, n_outputs)``
     Validated ``y`` to the float32 array the loss takes (first pass: also
-    learn the fitted label state, e.g. ``classes_``).
+    learn the fitted label state, e.g. ``classes_``, and what is counted of
+    it, with the sample weights).
 ``_loss()``
     The per-sample Gluon loss (``self.loss`` when the estimator has one).
 ``_score_encoded(X, targets, sample_weight)``
@@ -57,7 +58,7 @@ class SparseClassifierMixin(ClassifierMixin):
     def _numeric_targets(self):
         return False
 
-    def _encode_targets(self, y, first_pass, classes):
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
         check_classification_targets(y)
         if first_pass:
             encoder = LabelEncoder().fit(y if classes is None else classes)
@@ -204,7 +205,7 @@ class SparseRegressorMixin(RegressorMixin):
     def _numeric_targets(self):
         return True
 
-    def _encode_targets(self, y, first_pass, classes):
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
         finite = np.isfinite(np.asarray(y, dtype=np.float64))
         y = np.asarray(y, dtype=np.float32)
         if not np.isfinite(y)[finite].all():

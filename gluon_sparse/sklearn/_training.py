@@ -83,6 +83,10 @@ def fit_trainer(estimator, module, optimizer, incremental):
     for name, param in params.items():
         if name.endswith("bias"):
             param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
+    if estimator.learning_rate_init < _MIN_LEARNING_RATE:
+        raise ValueError("learning_rate_init=%g is too small for float32 training: MXNet's "
+                         "optimizers refuse a step's rate below %g (nothing would move anyway)"
+                         % (estimator.learning_rate_init, _FLT_MIN))
     options = {"learning_rate": estimator.learning_rate_init}
     if supports_deferred(optimizer):
         # The standard update at lazy cost (any optimizer of the family): updates
@@ -123,6 +127,30 @@ def raise_if_diverged(estimator, module, always):
     raise ValueError("%s: the solver produced non-finite weights (parameter %r) after %d "
                      "epochs: %s" % (type(estimator).__name__, name, len(estimator.loss_curve_),
                                      cause))
+
+
+# MXNet's operators refuse a float32 scalar below the least normal float (dmlc's
+# parser: "Out of range value for wd"), a limit of theirs, not of the maths.
+_FLT_MIN = float(np.finfo(np.float32).tiny)
+# The bias-corrected rate of Adam's first step is 0.32 x the rate: a margin of 100.
+_MIN_LEARNING_RATE = 100 * _FLT_MIN
+
+
+def weighted_step(trainer, alpha, weight_sum):
+    """One optimizer step of a batch whose sample weights sum to ``weight_sum``:
+    MLPClassifier's objective, the weighted mean loss + alpha/2 ||W||^2 / weight sum.
+
+    A wd below float32's normal range is 0: its term wd * w is below the float32
+    resolution of any gradient it is added to. A weight sum whose inverse (the
+    step's rescale_grad) is not a normal float32 is refused, naming sample_weight.
+    """
+    if weight_sum * _FLT_MIN >= 1.0:
+        raise ValueError("the sample weights of a batch sum to %g: float32 training cannot scale "
+                         "the gradient by its inverse (below %g); scale sample_weight down"
+                         % (weight_sum, _FLT_MIN))
+    wd = alpha / weight_sum
+    trainer.optimizer.wd = wd if wd >= _FLT_MIN else 0.0
+    trainer.step(weight_sum)
 
 
 def check_weight_total(n_samples, sample_weight):
@@ -169,7 +197,7 @@ class TrainingMixin:
         X, y = self._validate_training_data(X, y, reset=first_pass)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        targets, n_outputs = self._encode_targets(y, first_pass, classes)
+        targets, n_outputs = self._encode_targets(y, first_pass, classes, sample_weight)
         optimizer = registered_optimizer(self.optimizer, self.alpha)
         if first_pass:
             self._reset_fitted_state(parse_context(self.ctx),
@@ -263,9 +291,7 @@ class TrainingMixin:
                     if batch_weight is not None:
                         losses = losses * batch_weight
                 losses.backward()
-                # MLPClassifier's objective: weighted mean loss + alpha/2 ||W||^2 / weight sum.
-                trainer.optimizer.wd = self.alpha / weight_sum
-                trainer.step(weight_sum)
+                weighted_step(trainer, self.alpha, weight_sum)
                 epoch_loss += losses.sum()
                 n_steps += 1
             self.n_iter_ += 1

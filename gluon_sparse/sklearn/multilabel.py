@@ -36,7 +36,7 @@ from ._data import (check_training_batch, is_libsvm_source, libsvm_paths, warn_i
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
 from ._training import (check_partial_fit_params, check_weight_total, fit_trainer,
-                        raise_if_diverged, registered_optimizer)
+                        raise_if_diverged, registered_optimizer, weighted_step)
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -276,7 +276,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         optimizer = registered_optimizer(self.optimizer, self.alpha)
         if first_pass:
-            self._learn_label_order(Y)
+            self._learn_label_order(Y, sample_weight)
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(len(self.classes_)))
             self._module = self._new_module(len(self.classes_))
@@ -286,11 +286,15 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
 
     @interruptible
     def _train(self, X, Y, sample_weight, incremental):
-        X_val = Y_val = None
+        X_val = Y_val = weight_val = None
         if self.early_stopping and not incremental:
             self._start_validation_record()
             order = self._random_state.permutation(X.shape[0])
-            n_val = max(1, int(round(self.validation_fraction * X.shape[0])))
+            n_val = int(round(self.validation_fraction * X.shape[0]))
+            if n_val < 2:  # one row's P@1 is 0 or 1: no score to stop on (MLPClassifier's rule)
+                raise ValueError("early_stopping needs at least 2 validation samples; "
+                                 "validation_fraction=%g of %d samples gives %d"
+                                 % (self.validation_fraction, X.shape[0], n_val))
             if n_val >= X.shape[0]:
                 raise ValueError("early_stopping could not hold out validation_fraction=%g of "
                                  "%d samples: %d validation rows leave none to train on"
@@ -298,8 +302,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             X_val, Y_val = X[order[:n_val]], Y[order[:n_val]]
             X, Y = X[order[n_val:]], Y[order[n_val:]]
             if sample_weight is not None:
+                weight_val = sample_weight[order[:n_val]]
+                if not weight_val.sum() > 0:
+                    weight_val = None  # held-out rows of weight 0 only: score them alike
                 sample_weight = sample_weight[order[n_val:]]
-        check_weight_total(X.shape[0], sample_weight)
+        weight_total = check_weight_total(X.shape[0], sample_weight)
         module, trainer, ctx = self._get_module(), self._trainer, self._ctx
         self.n_iter_ = 0  # epochs of this call, as MLPClassifier counts them
         n = X.shape[0]
@@ -324,19 +331,17 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 if weight_sum <= 0:
                     continue  # every row of the batch has weight 0
                 losses.backward()
-                trainer.optimizer.wd = self.alpha / weight_sum
-                trainer.step(weight_sum)
+                weighted_step(trainer, self.alpha, weight_sum)
                 total += losses.sum()
                 n_steps += 1
             self.n_iter_ += 1
             self.t_ += n
             # SparseMLPClassifier's definitions: the L2 term in loss_, scikit-learn's
             # stopping rule (an equal value counts as no improvement only past tol).
-            self.loss_ = self._epoch_loss(total, n_steps, n if sample_weight is None
-                                          else max(float(sample_weight.sum()), 1e-12))
+            self.loss_ = self._epoch_loss(total, n_steps, weight_total)
             self.loss_curve_.append(self.loss_)
             if X_val is not None:
-                self.validation_scores_.append(self._precision_at_1(X_val, Y_val))
+                self.validation_scores_.append(self._precision_at_1(X_val, Y_val, weight_val))
             self._update_no_improvement_count(X_val is not None)
             logger.debug("%s epoch %d: loss %.5f", type(self).__name__, self.n_iter_, self.loss_)
             raise_if_diverged(self, module, always=False)
@@ -368,9 +373,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 scores.append(batch_scores[:real])
         return np.concatenate(ids), np.concatenate(scores).astype(np.float64)
 
-    def _precision_at_1(self, X, Y_internal):
+    def _precision_at_1(self, X, Y_internal, sample_weight=None):
         best, _ = self._top_k_internal(X, 1)
-        return float(np.mean([Y_internal[i, best[i, 0]] != 0 for i in range(X.shape[0])]))
+        hits = np.array([Y_internal[i, best[i, 0]] != 0 for i in range(X.shape[0])],
+                        dtype=np.float64)
+        return float(np.average(hits, weights=sample_weight))
 
     def predict_top_k(self, X, k=5):
         """The ``k`` best labels of each row and their scores, best first.
@@ -446,9 +453,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         X, y = self._scoring_data(X, y)
         X = self._validate_X(X, reset=False)
         Y = self._internal(self._encode_labels(y, False, X.shape[0], drop_unknown=True))
-        best, _ = self._top_k_internal(X, 1)
-        hits = np.array([Y[i, best[i, 0]] != 0 for i in range(X.shape[0])], dtype=np.float64)
-        return float(np.average(hits, weights=sample_weight))
+        return self._precision_at_1(X, Y, sample_weight)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch over ``(X, y)`` from the current weights.
