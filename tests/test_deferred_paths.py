@@ -527,3 +527,100 @@ def test_a_second_trainer_while_the_first_lives_on_two_devices(optimizer, option
     eager, lazy_cost = run(False), run(True)
     for device in range(2):
         np.testing.assert_array_equal(lazy_cost[device], eager[device])
+
+
+# ------------------------------------------------- reads of every row in a graph
+class _Prelude(gluon.HybridBlock):
+    """``sparse(x + shift)``: a parameter before the sparse block, so its input needs a
+    gradient. ``shift`` stays 0 (lr_mult 0), so the batch's zeros stay zeros and the
+    products read only the batch's rows; its gradient is the input gradient summed
+    over the batch: every row of the weight shows in it."""
+
+    def __init__(self, kind):
+        super().__init__()
+        with self.name_scope():
+            self.shift = self.params.get("shift", shape=(1, IN_UNITS), init="zeros", lr_mult=0)
+            self.sparse = (FullyConnectedSparse(5, activation="tanh", in_units=IN_UNITS)
+                           if kind == "fc" else FactorizationMachine(3, in_units=IN_UNITS))
+
+    def hybrid_forward(self, F, x, shift):
+        return self.sparse(F.broadcast_add(x, shift))
+
+
+@per_optimizer("kind, how", [("fc", "attach_grad"), ("fm", "parent"), ("fc", "parent"),
+                             ("fm", "attach_grad")])
+def test_an_input_gradient_reads_caught_up_rows(kind, how, optimizer):
+    """The input gradient (ograd . W^T) reads every row of the weight: it read rows the
+    deferred optimizer still owed steps (3932 of 4000 input gradients differed)."""
+    def run(is_deferred):
+        mx.random.seed(0)
+        if how == "parent":
+            net = _Prelude(kind)
+            net.initialize(mx.init.Uniform(0.1))
+            net.hybridize()
+            params = net.collect_params()
+        else:  # the sparse block hybridized itself, not inside a hybridized parent
+            net = _net(kind, False)
+            (net[0] if kind == "fc" else net).hybridize()
+            params = net.collect_params()
+        trainer = gluon.Trainer(params, _create(optimizer, 0.01, is_deferred))
+        input_grads = []
+        for step, (x, y) in enumerate(_schedule()):
+            dense = x.tostype("default")
+            if how == "attach_grad" and step >= 20:
+                dense.attach_grad()
+            with autograd.record():
+                out = net(dense if how == "parent" or step >= 20 else x)
+                loss = ((out.sum(axis=1, keepdims=True) - y) ** 2).mean()
+            loss.backward()
+            if how == "attach_grad" and step >= 20:
+                input_grads.append(dense.grad.asnumpy())
+            elif how == "parent":
+                input_grads.append(net.shift.grad().asnumpy())
+            trainer.step(1)
+        deferred.flush(trainer)
+        return input_grads, [p._data[0].asnumpy() for p in params.values()]
+    eager, lazy_cost = run(False), run(True)
+    for a, b in zip(eager[0], lazy_cost[0]):
+        np.testing.assert_array_equal(b, a)
+    for a, b in zip(eager[1], lazy_cost[1]):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_a_second_eager_trainer_while_the_deferred_one_lives():
+    """The eager Trainer's steps wrote the weight while the deferred state, still bound,
+    owed rows steps that it replayed later on top of them."""
+    def run(first_deferred):
+        net = _net("fc", True)
+        first = gluon.Trainer(net.collect_params(), "sparseadam",
+                              {"learning_rate": 0.05, "wd": 0.01, "deferred": first_deferred})
+        _train(net, first, _schedule())
+        second = gluon.Trainer(net.collect_params(), "sparsesgd",
+                               {"learning_rate": 0.05, "momentum": 0.9})  # eager
+        _train(net, second, _batches(6, 5, np.arange(IN_UNITS // 10)))
+        _train(net, first, _batches(4, 6, np.arange(IN_UNITS // 10)))  # and back again
+        _train(net, second, _batches(3, 7, np.arange(IN_UNITS // 10)))
+        assert first is not None  # alive to the end
+        return [p.data().asnumpy() for p in net.collect_params().values()]
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(b, a)
+
+
+def test_the_stale_row_message_names_a_forward_before_the_previous_step():
+    net = _net("fc", False)
+    trainer = gluon.Trainer(net.collect_params(), "sparseadam",
+                            {"learning_rate": 0.05, "deferred": True})
+    batches = _schedule()
+    _train(net, trainer, batches[:5])
+    (x1, y1), (x2, y2) = batches[5], batches[4]
+    with autograd.record():
+        loss1 = net(x1).sum()
+    loss1.backward()
+    with autograd.record():
+        loss2 = net(x2).sum()  # recorded before the step of batch 1
+    trainer.step(1)
+    loss2.backward()
+    with pytest.raises(mx.MXNetError, match="before the previous update .* Call trainer.step "
+                                            "before the next forward"):
+        trainer.step(1)
+        mx.nd.waitall()

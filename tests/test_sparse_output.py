@@ -493,3 +493,35 @@ def test_a_batch_without_candidates_has_loss_and_gradient_zero(layer, loss, draw
     after = [p.asnumpy() for p in out._dense_params(mx.cpu()) if p is not None]
     for b, a in zip(before, after):
         np.testing.assert_array_equal(a, b)
+
+
+class _ScoresInForward(gluon.Block):
+    """An inference branch: all-label scores computed inside a forward pass."""
+
+    def __init__(self, output):
+        super().__init__()
+        self.output = output
+
+    def forward(self, h):
+        return self.output.scores(h)
+
+
+def test_scores_inside_a_forward_pass_read_caught_up_rows():
+    # data() does not flush inside a forward pass: scores() and top_k() read rows the
+    # deferred optimizer still owed steps (3930 of 4000 scores differed).
+    def run(is_deferred):
+        net = _net(7)
+        out = net[1]
+        trainer = gluon.Trainer(net.collect_params(), "sparseadam",
+                                {"learning_rate": 0.05, "wd": 0.01, "deferred": is_deferred})
+        rng = np.random.default_rng(5)
+        for _ in range(6):
+            x = mx.nd.array(rng.standard_normal((B, 12)))
+            labels = _multilabel(rng, B, L)
+            with autograd.record():
+                loss = out(net[0](x), labels)
+            loss.backward()
+            trainer.step(B)
+        h = mx.nd.array(np.random.default_rng(0).standard_normal((5, H)))
+        return _ScoresInForward(out)(h).asnumpy()
+    np.testing.assert_array_equal(run(True), run(False))

@@ -225,6 +225,10 @@ class _SparseInputBlock(HybridBlock):
         dense."""
         differentiate = self._input_grad or (F is mx.sym and _depends_on_parameters(x))
         self._traced_input_grad = differentiate
+        # The input gradient, ograd . W^T, reads every row of the weight, where the
+        # products read only the batch's: a deferred optimizer must keep them all current.
+        from ..optimizer import deferred
+        deferred.set_read_whole(self._feature_params(), differentiate)
         return differentiate
 
     @staticmethod

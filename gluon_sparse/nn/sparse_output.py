@@ -464,7 +464,11 @@ class SampledOutput(HybridBlock):
 
     # ------------------------------------------------------------- prediction
     def _dense_params(self, ctx):
-        # data() brings rows a deferred optimizer left behind up to date.
+        # Every row is read: bring those a deferred optimizer left behind up to date
+        # (data() does not inside a forward pass, where scores() may be called too).
+        from ..optimizer import deferred
+        with mx.autograd.pause():
+            deferred.flush([p for p in (self.weight, self.bias) if p is not None])
         weight = self.weight.data(ctx)
         bias = self.bias.data(ctx).reshape((-1,)) if self.bias is not None else None
         return weight, bias

@@ -234,3 +234,4 @@ def update(optimizer, rule, index, weight, grad, state):
     param = deferred._parameter_of(optimizer, index)
     several_devices = param is not None and param._data is not None and len(param._data) > 1
     state.update(weight, grad, step, scalars, optimizer.rescale_grad, catch_up=several_devices)
+    deferred.settle_read_whole(param, state)

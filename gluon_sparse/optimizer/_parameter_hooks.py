@@ -179,10 +179,24 @@ def _block_call(self, *args):
         _inside.depth = depth
 
 
+def _settle_other_trainers_states(trainer):
+    """Detach (after a flush) the deferred states of ``trainer``'s weights that another
+    trainer's optimizer made: this step writes those weights, and the rows such a state
+    owes would otherwise be replayed later, on top of this step's values."""
+    own = {id(state) for updater in trainer._updaters for state in updater.states.values()}
+    for param in trainer._params:
+        for array in param._data or ():
+            state = _tracked.get(array.handle.value)
+            if state is not None and id(state) not in own:
+                state.detach()
+
+
 def _training_step(original, trainer, args, kwargs):
     # A step counts updates, queues operators and records steps in the deferred
     # states: Ctrl-C waits for the end of the step, which is then done for every
     # parameter or (interrupted before this hook) for none.
+    if _tracked:
+        _settle_other_trainers_states(trainer)
     with _interrupt.held_back():
         _inside.depth += 1
         try:

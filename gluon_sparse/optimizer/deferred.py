@@ -65,6 +65,38 @@ _INITIAL_HISTORY = 1024
 # Optimizer -> its deferred states, for SparseAdam.flush().
 _states_by_optimizer = weakref.WeakKeyDictionary()
 
+# Parameters whose every row a graph reads (set_read_whole): kept up to date after
+# every update.
+_read_whole = weakref.WeakSet()
+
+
+def set_read_whole(params, whole):
+    """Say whether a graph reads every row of ``params`` (a sparse block's input gradient,
+    ``ograd . W^T``, reads the whole weight, not only the batch's rows).
+
+    While it does, each deferred update of those parameters is followed by a
+    catch-up of every row (a standard step's cost, which that product already
+    pays), and they are caught up now, before the graph first reads them.
+
+    Parameters
+    ----------
+    params : iterable of Parameter
+    whole : bool
+    """
+    for param in params:
+        if not whole:
+            _read_whole.discard(param)
+            continue
+        _read_whole.add(param)
+        with mx.autograd.pause():
+            flush(param)
+
+
+def settle_read_whole(param, state):
+    """After an update of ``param``: catch every row up if a graph reads them all."""
+    if param is not None and param in _read_whole:
+        state.flush()
+
 
 class DeferredAdamState(RegisteredState):
     """Optimizer state of one weight under deferred standard Adam.
@@ -329,6 +361,7 @@ def update(optimizer, index, weight, grad, state):
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
     state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
+    settle_read_whole(param, state)
 
 
 @contextlib.contextmanager

@@ -157,8 +157,10 @@ bool report_stale_row(int64_t row, int64_t row_step, int64_t step) {
     GS_ERROR_MSG << kUpdateName << ": row " << row << " of the weight is at step " << row_step
                  << " but update " << step << " has a gradient for it: a forward pass read the "
                  << "row without bringing it up to date (only gluon_sparse's sparse blocks do "
-                 << "that), so its gradient comes from stale weights. Train with "
-                 << "SparseAdam(deferred=False) when other operators read this weight";
+                 << "that), or before the previous update (a forward pass recorded before the "
+                 << "trainer.step of the batch before it), so its gradient comes from weights "
+                 << "the update does not expect. Call trainer.step before the next forward "
+                 << "pass, or train with " << "SparseAdam(deferred=False) when other operators read this weight";
   }
   return false;
 }

@@ -215,8 +215,10 @@ bool report_stale_row(const RuleInfo& info, int64_t row, int64_t row_step, int64
     GS_ERROR_MSG << name << ": row " << row << " of the weight is at step " << row_step
                  << " but update " << step << " has a gradient for it: a forward pass read the "
                  << "row without bringing it up to date (only gluon_sparse's sparse blocks do "
-                 << "that), so its gradient comes from stale weights. Train with "
-                 << "deferred=False when other operators read this weight";
+                 << "that), or before the previous update (a forward pass recorded before the "
+                 << "trainer.step of the batch before it), so its gradient comes from weights "
+                 << "the update does not expect. Call trainer.step before the next forward "
+                 << "pass, or train with " << "deferred=False when other operators read this weight";
   }
   return false;
 }
