@@ -204,3 +204,20 @@ def test_a_target_of_another_dtype_is_refused():
     with pytest.raises(mx.MXNetError, match="must have the logits' dtype"):
         mx.nd.gluon_sparse_cross_entropy(mx.nd.zeros((2, 3)),
                                          mx.nd.zeros((2, 3), dtype="float64")).asnumpy()
+
+
+@pytest.mark.parametrize("loss", ["softmax", "sigmoid"])
+def test_logits_without_classes_are_refused_not_a_crash(loss):
+    # MXNet hands the shape check a 0 dimension as "unknown": (3, 0) logits got past
+    # it and the softmax kernel read through a null pointer (SIGSEGV). In a child
+    # process, so that a crash fails this test instead of the run.
+    import subprocess
+    import sys
+    code = ("import mxnet as mx, numpy as np\nfrom gluon_sparse import _native\n"
+            "_native.load_ops()\nempty = mx.nd.array(np.zeros((3, 0)))\n"
+            "try:\n    mx.nd.gluon_sparse_cross_entropy(empty, empty, loss=%r).asnumpy()\n"
+            "except mx.MXNetError as err:\n    print(err)\n" % loss)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "classes >= 1, got shape (3, 0)" in done.stdout, done.stdout

@@ -551,3 +551,15 @@ def test_a_negative_index_beyond_int64_is_named_negative(tmp_path):
     path.write_text("1 99999999999999999999:1\n")
     with pytest.raises(ValueError, match="line 1: .*too large"):
         load_libsvm(str(path))
+
+
+@pytest.mark.parametrize("size", [2 ** 63, 2 ** 80])
+def test_a_size_past_int64_is_named(tmp_path, size):
+    # scipy raised a bare OverflowError ("Python int too large to convert to C long").
+    from gluon_sparse.data import load_multilabel
+    path = tmp_path / "a.svm"
+    path.write_text("1 1:1\n")
+    with pytest.raises(ValueError, match="num_features=%d is too large" % size):
+        load_libsvm(str(path), num_features=size)
+    with pytest.raises(ValueError, match="num_labels=%d is too large" % size):
+        load_multilabel(str(path), num_labels=size)

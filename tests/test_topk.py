@@ -95,6 +95,11 @@ def test_merge_rejects_bad_input():
         merge_top_k(scores, mx.nd.zeros((2, 3)), mx.nd.zeros((2, 3), dtype=np.int32))
     with pytest.raises(mx.base.MXNetError, match="offset must be an integer"):
         _run_merge(scores, mx.nd.zeros((2, 3)), mx.nd.zeros((2, 3), dtype=np.int64), offset=-1)
+    # k = 0: MXNet hands the operator's shape check a 0 as "unknown"; the result had
+    # 2^32 - 1 columns (and a 51 GB allocation failed when computed).
+    with pytest.raises(ValueError, match=r"prev_score has an empty dimension \(shape \(2, 0\)\)"):
+        merge_top_k(scores, mx.nd.array(np.zeros((2, 0))),  # nd.zeros((2, 0)) fails itself
+                    mx.nd.array(np.zeros((2, 0)), dtype=np.int64))
 
 
 @pytest.mark.parametrize("row_chunk, label_chunk", [(1, 1000), (7, 33), (100, 100000)])

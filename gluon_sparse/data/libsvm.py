@@ -152,6 +152,8 @@ def check_size(name, value):
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError("%s must be a positive integer or None, got %r" % (name, value))
+    if value > 2 ** 53:  # beyond any matrix; past int64, scipy raised a bare OverflowError
+        raise ValueError("%s=%d is too large (at most 2^53)" % (name, value))
     return int(value)
 
 

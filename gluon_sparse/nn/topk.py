@@ -41,6 +41,12 @@ def merge_top_k(scores, prev_score, prev_id, offset=0):
         The k best entries, best first.
     """
     _native.load_ops()
+    # MXNet 1.9.1 hands an operator's shape inference a 0 dimension as "unknown": the
+    # operator's own checks cannot see an empty one (the result had 2^32 - 1 columns).
+    for name, array in (("scores", scores), ("prev_score", prev_score), ("prev_id", prev_id)):
+        if 0 in array.shape:
+            raise ValueError("merge_top_k: %s has an empty dimension (shape %s): rows, labels "
+                             "and k must be at least 1" % (name, tuple(array.shape)))
     out = mx.nd.gluon_sparse_topk(scores, prev_score, prev_id, offset=int(offset))
     return out[0], out[1]
 

@@ -431,6 +431,14 @@ MXReturnValue compute_typed(Loss loss, std::vector<MXTensor>* inputs,
   MXTensor& logits = (*inputs)[first];
   MXTensor& target = (*inputs)[first + 1];
   const int64_t batch = logits.shape[0], n = logits.shape[1];
+  // InferShape cannot refuse 0 classes: MXNet 1.9.1 hands the extension API a 0
+  // dimension as "unknown" (UINT_MAX). The arrays here have their real shapes.
+  if (n < 1) {
+    GS_ERROR_MSG << kOpName << ": logits must be (batch, classes) with classes >= 1, got shape ("
+                 << batch << ", " << n << ")";
+    return MX_FAIL;
+  }
+  if (batch == 0) return MX_SUCCESS;  // nothing to compute (nor to read: empty arrays)
   const bool classes = target.shape.size() == 1;
   Batch<T> b{logits.data<T>(), classes ? nullptr : target.data<T>(),
              classes ? target.data<T>() : nullptr, nullptr, nullptr, nullptr, nullptr, n};
