@@ -106,8 +106,8 @@ def save_ndarrays(path, arrays):
     except mx.base.MXNetError as err:
         if "Write incomplete" not in str(err):
             raise
-        raise OSError(errno.ENOSPC, "could not write %s: the write was cut short (is the "
-                      "disk full?)" % path) from None
+        raise OSError(errno.ENOSPC, "the write was cut short (is the disk full?)",
+                      path) from None
 
 
 @contextlib.contextmanager
@@ -163,8 +163,14 @@ def _replacing(path):
     and flushes; it then takes ``path``'s permission bits (a new file: those ``open``
     gives) and replaces it. The temporary, ``.<name>.tmp-<pid>-`` and mkstemp's 8 random
     characters, is removed on an exception; what a killed writer left (its process
-    gone) by the next write of ``path``."""
-    path = os.path.abspath(path)
+    gone) by the next write of ``path``.
+
+    A symbolic link is written through: the file it points to is replaced, the link
+    stays (as ``open(path, 'w')`` and MXNet's savers do; replacing the link itself
+    left the file it named with the old content). An OSError while writing or
+    replacing names ``path``, not the temporary."""
+    given = path
+    path = os.path.realpath(path)
     directory, name = os.path.split(path)
     if not os.path.isdir(directory):
         raise FileNotFoundError("cannot write %s: directory %s does not exist"
@@ -180,9 +186,12 @@ def _replacing(path):
         except FileNotFoundError:
             _publish_mode(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        if isinstance(err, OSError) and err.errno is not None and err.filename in (None, tmp):
+            raise OSError(err.errno, "could not write %s: %s"
+                          % (given, err.strerror or err)) from err
         raise
     fsync_directory(directory)
 
@@ -397,12 +406,13 @@ def write_versioned_directory(path, write, legacy_files=()):
 
 
 def _write_naming_path(write, directory, path):
-    """``write(directory)``; an OSError that names no file (a full disk while closing a
-    file, say) is raised again naming the directory being saved, ``path``."""
+    """``write(directory)``; an OSError (a full disk while closing a file, say) is raised
+    again naming the directory being saved, ``path``, rather than a file of the
+    temporary version being built."""
     try:
         write(directory)
     except OSError as err:
-        if err.filename is not None or err.errno is None:
+        if err.errno is None:
             raise
         raise OSError(err.errno, "could not write %s: %s" % (path, err.strerror or err),
                       path) from err

@@ -735,3 +735,18 @@ def test_an_xc_header_too_wide_is_named_on_its_line(tmp_path, header, message):
                                        *FAST, cwd=tmp_path))
     assert "wide.xc, " + message in line, line
     assert not (tmp_path / "m").exists()
+
+
+def test_an_output_in_a_directory_it_cannot_write_is_refused_before_predicting(tmp_path,
+                                                                              monkeypatch):
+    # The file is replaced by a rename in its directory: a writable file in a read-only
+    # directory failed after the whole prediction, naming a temporary file. (Tests run
+    # as root, for whom access() says yes: the answer of a read-only directory is given.)
+    from gluon_sparse.cli import _errors, _files
+    out = tmp_path / "pred.txt"
+    out.write_text("")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: (
+        False if os.path.realpath(path) == str(tmp_path) else real_access(path, mode)))
+    with pytest.raises(_errors.InputError, match="pred.txt: its directory .* is not writable"):
+        _files.check_output_file(str(out))

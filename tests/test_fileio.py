@@ -71,9 +71,31 @@ def test_a_short_write_of_ndarrays_names_the_file(tmp_path, monkeypatch):
         raise mx.base.MXNetError("Check failed: std::fwrite(ptr, 1, size, fp_) == size: "
                                  "FileStream.Write incomplete")
     monkeypatch.setattr(mx.nd, "save", full_disk)
-    with pytest.raises(OSError, match="could not write .*net.params: .*disk full") as caught:
+    with pytest.raises(OSError, match="cut short .*disk full") as caught:
         _fileio.save_ndarrays(str(tmp_path / "net.params"), {"a": mx.nd.ones((2,))})
     assert caught.value.errno == errno.ENOSPC
+    assert caught.value.filename == str(tmp_path / "net.params")
+    # Through atomic_path (save_compact_parameters), the destination is named, not the
+    # temporary beside it that was being written.
+    with pytest.raises(OSError, match=r"could not write \S*/net.params: the write was cut short"):
+        with _fileio.atomic_path(str(tmp_path / "net.params")) as tmp:
+            _fileio.save_ndarrays(tmp, {"a": mx.nd.ones((2,))})
+    assert os.listdir(tmp_path) == []
+
+
+def test_writes_go_through_a_symbolic_link(tmp_path):
+    # os.replace swapped the link for a file: the file it named kept the old content.
+    target = tmp_path / "run-042.txt"
+    target.write_text("old")
+    link = tmp_path / "latest.txt"
+    os.symlink(target.name, link)
+    with _fileio.atomic_file(str(link)) as f:
+        f.write("new")
+    assert os.path.islink(link) and target.read_text() == "new"
+    with _fileio.atomic_path(str(link)) as tmp:
+        with open(tmp, "w") as f:
+            f.write("newer")
+    assert os.path.islink(link) and target.read_text() == "newer"
 
 
 def test_two_first_saves_of_one_new_directory_both_land(tmp_path):

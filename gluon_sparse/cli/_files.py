@@ -233,6 +233,13 @@ def check_output_file(path, inputs=()):
         raise InputError("cannot write %s: directory %s does not exist" % (path, directory))
     if os.path.isdir(path):
         raise InputError("cannot write %s: it is a directory" % path)
+    target = os.path.realpath(path)
+    if (os.path.isfile(target) or not os.path.exists(target)) and not os.access(
+            os.path.dirname(target), os.W_OK | os.X_OK):
+        # The file is replaced by a rename in its directory: found out before the
+        # whole prediction ran, not after, naming a temporary file.
+        raise InputError("cannot write %s: its directory %s is not writable"
+                         % (path, os.path.dirname(target)))
     for source in inputs:
         if os.path.exists(path) and os.path.samefile(path, source):
             raise InputError("--out %s is the input file %s: it would be overwritten; choose "
