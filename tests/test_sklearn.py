@@ -947,3 +947,26 @@ def test_a_weight_decay_below_float32s_normal_range_is_none():
     np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
     with pytest.raises(ValueError, match="learning_rate_init=1e-39 is too small"):
         SparseMLPClassifier(learning_rate_init=1e-39, max_iter=1).fit(X, y)
+
+
+def test_a_damaged_byte_of_network_params_is_refused_not_loaded_as_another_model(tmp_path):
+    # MXNet's format has no checksum: a flipped bit of the array data loaded as another
+    # model, and one in the array count made MXNet allocate what the bytes after it said.
+    X, y = sparse_blobs()
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y).save(tmp_path / "m")
+    version = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip()
+    params = version / "network.params"
+    data = params.read_bytes()
+    for position in (16, len(data) // 2, len(data) - 3):  # the array count, data, a name
+        damaged = bytearray(data)
+        damaged[position] ^= 0x10
+        params.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError, match=r"network.params is damaged: its CRC-32 is [0-9a-f]{8}, "
+                                             r"and .*estimator.json recorded [0-9a-f]{8}"):
+            load(tmp_path / "m")
+    # A model saved before the size and CRC were recorded loads as before.
+    params.write_bytes(data)
+    meta = json.loads((version / "estimator.json").read_text())
+    del meta["network_params_crc32"], meta["network_params_bytes"]
+    (version / "estimator.json").write_text(json.dumps(meta))
+    assert load(tmp_path / "m").predict(X).shape == y.shape

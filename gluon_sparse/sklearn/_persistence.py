@@ -5,7 +5,8 @@ A model directory is a versioned directory (:mod:`gluon_sparse._fileio`)::
     model/
         CURRENT              names the current version, replaced atomically
         v-000002/            the current version (immutable)
-            estimator.json   class, hyper-parameters, classes_, bookkeeping (_description.py)
+            estimator.json   class, hyper-parameters, classes_, bookkeeping (_description.py),
+                             and the size and CRC-32 of network.params
             network.params   the parameters, MXNet's nd.save format (gluon_sparse/_compact.py)
         v-000001/            the previous version, removed by the next save
 
@@ -19,6 +20,7 @@ Public helpers for other code (the command line): :func:`is_model_dir`,
 """
 import json
 import os
+import zlib
 
 import mxnet as mx
 
@@ -104,15 +106,57 @@ def save(estimator, path):
     meta = describe(estimator, extra={"rows_left_to_initialiser": left_out})
 
     def write(directory):
-        _fileio.save_ndarrays(os.path.join(directory, PARAMS_FILE), to_save)
+        params_path = os.path.join(directory, PARAMS_FILE)
+        _fileio.save_ndarrays(params_path, to_save)
         with open(os.path.join(directory, META_FILE), "w") as f:
-            json.dump(meta, f, indent=1, default=float)
+            json.dump(dict(meta, **{_CRC_KEY: _file_crc32(params_path),
+                                    _SIZE_KEY: os.path.getsize(params_path)}),
+                      f, indent=1, default=float)
 
     try:
         _fileio.write_versioned_directory(path, write, legacy_files=_FILES)
     except FileExistsError as err:  # became something else since the check
         raise FileExistsError("refusing to replace %s: it exists and is not a gluon-sparse model "
                               "directory" % os.fspath(path)) from err
+
+
+# The size and CRC-32 of network.params, in estimator.json: a damaged byte of the
+# array data loaded as another model without an error (MXNet's format has no
+# checksum), and one in its header could make MXNet allocate what the damaged sizes
+# say. Checked before MXNet parses the file.
+_CRC_KEY = "network_params_crc32"
+_SIZE_KEY = "network_params_bytes"
+# The first 8 bytes of every MXNet parameter file (kMXAPINDArrayListMagic, little-endian).
+_MXNET_LIST_MAGIC = (0x112).to_bytes(8, "little")
+
+
+def _file_crc32(path):
+    crc = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _check_recorded(meta, data, params_path, meta_path):
+    """Refuse ``data`` that is not the network.params ``estimator.json`` describes, naming
+    the cause: not MXNet's format, truncated (or grown), or damaged. Models saved before
+    size and CRC were recorded have none to check."""
+    expected_crc, expected_size = meta.get(_CRC_KEY), meta.get(_SIZE_KEY)
+    if expected_crc is None and expected_size is None:
+        return
+    if data[:8] != _MXNET_LIST_MAGIC[:len(data)]:  # (a shorter file is truncated, below)
+        raise ValueError("%s could not be read: not an MXNet parameter file (its header is not "
+                         "MXNet's)" % params_path)
+    if expected_size is not None and len(data) != expected_size:
+        raise ValueError("%s could not be read: the file is %s (%d bytes; %s recorded %s)"
+                         % (params_path, "truncated" if len(data) < expected_size else
+                            "longer than written", len(data), meta_path, expected_size))
+    if expected_crc is not None and zlib.crc32(data) != expected_crc:
+        raise ValueError("%s is damaged: its CRC-32 is %08x, and %s recorded %s for it"
+                         % (params_path, zlib.crc32(data), meta_path,
+                            "%08x" % expected_crc if isinstance(expected_crc, int)
+                            else repr(expected_crc)))
 
 
 def load(path, **params):
@@ -156,6 +200,7 @@ def load(path, **params):
     except ValueError as err:  # UnicodeDecodeError is one
         raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
     estimator, fitted = estimator_from_description(meta, meta_path, params)
+    _check_recorded(meta, contents[PARAMS_FILE], params_path, meta_path)
     loaded = ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
     del contents
     estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
