@@ -970,3 +970,45 @@ def test_a_damaged_byte_of_network_params_is_refused_not_loaded_as_another_model
     del meta["network_params_crc32"], meta["network_params_bytes"]
     (version / "estimator.json").write_text(json.dumps(meta))
     assert load(tmp_path / "m").predict(X).shape == y.shape
+
+
+def _drop(key):
+    def edit(meta):
+        section, _, name = key.partition(".")
+        if name:
+            del meta[section][name]
+        else:
+            del meta[section]
+    return edit
+
+
+def _set(key, value):
+    def edit(meta):
+        section, _, name = key.partition(".")
+        if name:
+            meta[section][name] = value
+        else:
+            meta[section] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, cause", [
+    (_set("params.activation", "Relu"), "'activation' parameter"),
+    (_drop("fitted.n_features_in_"), "n_features_in_"),
+    (_set("format_version", None), "format_version is None"),
+    (_drop("params"), "'params' is missing"),
+    (_set("fitted", {}), "n_outputs_"),
+    (_set("params", [1, 2]), "params are a list"),
+], ids=["activation", "no n_features_in_", "format_version", "no params", "no fitted", "params"])
+def test_a_damaged_estimator_json_is_one_error_naming_it(tmp_path, edit, cause):
+    # KeyError, AttributeError or TypeError, naming neither the file nor the cause (the
+    # CLI printed a traceback), some of them only when predicting.
+    X, y = sparse_blobs()
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y).save(tmp_path / "m")
+    meta_path = tmp_path / "m" / (tmp_path / "m" / "CURRENT").read_text().strip() / "estimator.json"
+    meta = json.loads(meta_path.read_text())
+    edit(meta)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError) as info:
+        load(tmp_path / "m")
+    assert str(info.value).startswith(str(meta_path)) and cause in str(info.value), info.value

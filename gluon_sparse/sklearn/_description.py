@@ -8,6 +8,7 @@ modules the program imported already are looked up).
 Extension point: an estimator with more fitted state that JSON can hold lists
 it in its ``_saved_fitted_attributes`` (names, numbers or lists of numbers).
 """
+import contextlib
 import importlib
 import logging
 import sys
@@ -170,19 +171,46 @@ def estimator_from_description(meta, meta_path, overrides):
     """
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ValueError("%s is not a gluon-sparse estimator description" % meta_path)
-    if meta.get("format_version", 0) > FORMAT_VERSION:
+    version = meta.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("%s is damaged: its format_version is %r, not a number"
+                         % (meta_path, version))
+    if version > FORMAT_VERSION:
         raise ValueError("%s was written by a newer gluon-sparse (format %s, this one reads %d)"
-                         % (meta_path, meta.get("format_version"), FORMAT_VERSION))
+                         % (meta_path, version, FORMAT_VERSION))
     cls = _estimator_class(meta.get("estimator"), meta_path)
-    unknown = set(overrides) - set(meta["params"])
+    with damaged_description(meta_path):
+        saved = meta["params"]
+        if not isinstance(saved, dict):
+            raise TypeError("its params are a %s, not an object" % type(saved).__name__)
+    unknown = set(overrides) - set(saved)
     if unknown:
         raise TypeError("load() got parameters %s that %s does not have"
                         % (sorted(unknown), cls.__name__))
-    estimator = cls(**{name: _decode_param(name, value, overrides)
-                       for name, value in meta["params"].items()})
-    fitted = dict(meta["fitted"])
-    if "classes" in meta:
-        fitted["classes_"] = _decode_classes(meta["classes"])
-    if "feature_names" in meta:
-        fitted["feature_names_in_"] = np.asarray(meta["feature_names"], dtype=object)
+    with damaged_description(meta_path):
+        estimator = cls(**{name: _decode_param(name, value, overrides)
+                           for name, value in saved.items()})
+        # Hyper-parameters as fit checks them ("Relu" failed only when predicting).
+        estimator._validate_params()
+        fitted = dict(meta["fitted"])
+        if "classes" in meta:
+            fitted["classes_"] = _decode_classes(meta["classes"])
+        if "feature_names" in meta:
+            fitted["feature_names_in_"] = np.asarray(meta["feature_names"], dtype=object)
     return estimator, fitted
+
+
+@contextlib.contextmanager
+def damaged_description(meta_path):
+    """Turn what a damaged or hand-edited description raises while it is read (a missing
+    key, a value of the wrong type or out of its range) into a ValueError naming the
+    file and the cause."""
+    try:
+        yield
+    except (KeyError, AttributeError, TypeError, IndexError) as err:
+        # (TypeError covers scikit-learn's InvalidParameterError: an edited value.)
+        if str(err).startswith(meta_path):
+            raise  # already names the file
+        cause = ("%s is missing" % err if isinstance(err, KeyError)
+                 else "%s: %s" % (type(err).__name__, err))
+        raise ValueError("%s is damaged or was edited by hand: %s" % (meta_path, cause)) from err

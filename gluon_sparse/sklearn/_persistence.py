@@ -27,7 +27,7 @@ import mxnet as mx
 from .. import _fileio
 from .._compact import compact_param_arrays, expand_param_arrays, ndarrays_from_bytes
 from ._context import available_context
-from ._description import describe, estimator_from_description
+from ._description import damaged_description, describe, estimator_from_description
 from ._params import module_param_ndarrays
 
 __all__ = ["save", "load", "is_model_dir", "check_model_dir_writable", "PARAMS_FILE",
@@ -203,13 +203,14 @@ def load(path, **params):
     _check_recorded(meta, contents[PARAMS_FILE], params_path, meta_path)
     loaded = ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
     del contents
-    estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
-    arrays = expand_param_arrays(loaded, meta.get("rows_left_to_initialiser", {}),
-                                 estimator._initial_param_rows, params_path)
-    del loaded
-    try:
-        estimator._install_params(arrays)  # now, so that a mismatch is reported by load
-    except (ValueError, AssertionError, mx.base.MXNetError) as err:
-        raise ValueError("%s does not hold the parameters of this %s: %s"
-                         % (params_path, type(estimator).__name__, err)) from err
+    with damaged_description(meta_path):  # fitted attributes missing or of the wrong type
+        estimator._reset_fitted_state(available_context(estimator.ctx), fitted=fitted)
+        arrays = expand_param_arrays(loaded, meta.get("rows_left_to_initialiser", {}),
+                                     estimator._initial_param_rows, params_path)
+        del loaded
+        try:
+            estimator._install_params(arrays)  # now, so that a mismatch is reported by load
+        except (ValueError, AssertionError, mx.base.MXNetError) as err:
+            raise ValueError("%s does not hold the parameters of this %s: %s"
+                             % (params_path, type(estimator).__name__, err)) from err
     return estimator
