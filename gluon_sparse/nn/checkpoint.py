@@ -15,6 +15,7 @@ model. The file stays MXNet's ``nd.save`` format (see
 """
 import json
 import os
+import zlib
 
 import mxnet as mx
 import numpy as np
@@ -28,6 +29,12 @@ __all__ = ["save_compact_parameters", "load_compact_parameters"]
 # The entry holding the description of the file (JSON bytes as a uint8 array).
 _DESCRIPTION_KEY = "__gluon_sparse_compact__"
 _FORMAT = 1
+# A trailer after MXNet's bytes (which MXNet's readers ignore): this magic and the
+# CRC-32 of everything before it, little-endian. MXNet's format has no checksum: a
+# flipped bit loaded as other values, or, in an array count, made MXNet allocate
+# what the bytes after it said.
+_CRC_TRAILER_MAGIC = b"GSCRC32\0"
+_CRC_TRAILER_BYTES = len(_CRC_TRAILER_MAGIC) + 4
 
 
 def _block_of(initial, role):
@@ -80,7 +87,9 @@ def save_compact_parameters(net, filename, initial):
     as the ``row_sparse`` array of its rows that differ from ``initial``'s
     (compared bit for bit) when that at least halves it; the others are
     stored whole, as ``save_parameters`` would. Load the file with
-    :func:`load_compact_parameters`.
+    :func:`load_compact_parameters`. The file ends with a CRC-32 of what
+    precedes it, which MXNet's own readers ignore and
+    :func:`load_compact_parameters` checks before it reads an array.
     """
     filename = os.path.abspath(os.fspath(filename))
     params = _dense_params(net)
@@ -99,12 +108,36 @@ def save_compact_parameters(net, filename, initial):
     # nd.save writes the temporary file that replaces filename (flushed, renamed).
     with _fileio.atomic_path(filename) as tmp:
         _fileio.save_ndarrays(tmp, to_save)
+        _append_crc_trailer(tmp)
+
+
+def _append_crc_trailer(path):
+    crc = 0
+    with open(path, "r+b") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            crc = zlib.crc32(block, crc)
+        f.write(_CRC_TRAILER_MAGIC + crc.to_bytes(4, "little"))
+
+
+def _without_crc_trailer(data, filename):
+    """``data`` less its CRC trailer, checked; files without one (``save_parameters``'s,
+    compact files of earlier versions) as they are."""
+    if data[-_CRC_TRAILER_BYTES:-4] != _CRC_TRAILER_MAGIC:
+        return data
+    body = data[:-_CRC_TRAILER_BYTES]  # (MXNet reads bytes, not a memoryview)
+    recorded, found = int.from_bytes(data[-4:], "little"), zlib.crc32(body)
+    if found != recorded:
+        raise _compact.DamagedFile("%s is damaged: its CRC-32 is %08x, and the file recorded "
+                                   "%08x" % (filename, found, recorded))
+    return body
 
 
 def _read(filename):
     """``(arrays, left_out)`` of a :func:`save_compact_parameters` or ``save_parameters`` file."""
     with open(filename, "rb") as f:
-        loaded = _compact.ndarrays_from_bytes(f.read(), filename)
+        data = f.read()
+    loaded = _compact.ndarrays_from_bytes(_without_crc_trailer(data, filename), filename)
+    del data
     description = loaded.pop(_DESCRIPTION_KEY, None)
     if description is None:
         return loaded, {}  # save_parameters' file: every row is there
