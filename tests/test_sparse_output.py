@@ -230,22 +230,28 @@ def _net(seed, **kwargs):
     return net
 
 
-def _train(net, optimizer, opt_args, steps=30, hybridize=False):
-    out = net[1]
-    if hybridize:
-        net[0].hybridize()
-        out.hybridize()
-    trainer = gluon.Trainer(net.collect_params(), optimizer, opt_args)
+def _steps(net, trainer, steps):
+    """``steps`` training steps of ``net`` on batches of one generator; their losses."""
     rng = np.random.default_rng(5)
     losses = []
     for _ in range(steps):
         x = mx.nd.array(rng.standard_normal((B, 12)))
         labels = _multilabel(rng, B, L)
         with autograd.record():
-            loss = out(net[0](x), labels)
+            loss = net[1](net[0](x), labels)
         loss.backward()
         trainer.step(B)
         losses.append(loss.asnumpy())
+    return losses
+
+
+def _train(net, optimizer, opt_args, steps=30, hybridize=False):
+    out = net[1]
+    if hybridize:
+        net[0].hybridize()
+        out.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), optimizer, opt_args)
+    losses = _steps(net, trainer, steps)
     if opt_args.get("deferred"):
         # The output layer's weight and bias are the deferred ones (the Dense has dense grads).
         states = trainer._updaters[0].states.values()
@@ -511,17 +517,9 @@ def test_scores_inside_a_forward_pass_read_caught_up_rows():
     # deferred optimizer still owed steps (3930 of 4000 scores differed).
     def run(is_deferred):
         net = _net(7)
-        out = net[1]
         trainer = gluon.Trainer(net.collect_params(), "sparseadam",
                                 {"learning_rate": 0.05, "wd": 0.01, "deferred": is_deferred})
-        rng = np.random.default_rng(5)
-        for _ in range(6):
-            x = mx.nd.array(rng.standard_normal((B, 12)))
-            labels = _multilabel(rng, B, L)
-            with autograd.record():
-                loss = out(net[0](x), labels)
-            loss.backward()
-            trainer.step(B)
+        _steps(net, trainer, 6)  # and no flush
         h = mx.nd.array(np.random.default_rng(0).standard_normal((5, H)))
-        return _ScoresInForward(out)(h).asnumpy()
+        return _ScoresInForward(net[1])(h).asnumpy()
     np.testing.assert_array_equal(run(True), run(False))
