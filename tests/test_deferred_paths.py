@@ -624,3 +624,38 @@ def test_the_stale_row_message_names_a_forward_before_the_previous_step():
                                             "before the next forward"):
         trainer.step(1)
         mx.nd.waitall()
+
+
+def test_a_thread_reading_the_weights_while_another_trains():
+    """A flush from a reading thread could name step S and reach the engine after update
+    S + 1: the reader got "row R is at step S + 1" errors and training went on with
+    silently different weights (NaN at times)."""
+    import threading
+
+    def run(is_deferred, read):
+        net = _net("fc", True)
+        trainer = _trainer(net, is_deferred, 0.01, ("sparseadam", {"learning_rate": 0.05}))
+        stop, errors = threading.Event(), []
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    for param in net.collect_params().values():
+                        param.data().asnumpy()
+                except mx.MXNetError as err:  # pragma: no cover - the failure shown
+                    errors.append(err)
+        thread = threading.Thread(target=reader)
+        if read:
+            thread.start()
+        try:
+            _train(net, trainer, _schedule() * 2)
+        finally:
+            stop.set()
+            if read:
+                thread.join()
+        assert not errors, errors[0]
+        return [p.data().asnumpy() for p in net.collect_params().values()]
+    expected = run(False, read=False)
+    for _ in range(2):
+        for a, b in zip(run(True, read=True), expected):
+            np.testing.assert_array_equal(b, a)

@@ -32,6 +32,7 @@ import ctypes
 import functools
 import itertools
 import logging
+import threading
 import weakref
 
 import mxnet as mx
@@ -90,6 +91,14 @@ def array_pointer(array):
     return pointer.value
 
 
+# Held while a state's step is read or advanced and the operator that goes with it is
+# queued: an update (training thread) and a flush (a thread reading the weight) then
+# reach MXNet's engine in the order of the steps they name. Without it a flush could
+# name step S and be queued after update S + 1 ("row R is at step S + 1, outside
+# [0, S]"), and the failed operator's error could fall on the training's next ones.
+state_lock = threading.RLock()
+
+
 def flush_rows(state):
     """Queue the flush of a state's weight; ``state`` is the state's ``__dict__``.
 
@@ -103,6 +112,11 @@ def flush_rows(state):
     recorded forward did not read: those it brought up to date itself), so it
     runs with recording paused.
     """
+    with state_lock:
+        _flush_rows_locked(state)
+
+
+def _flush_rows_locked(state):
     weight = state["_weight"]
     if weight is None or state["step"] == 0 or state["_synced_step"] >= state["step"]:
         return

@@ -188,6 +188,11 @@ class DeferredAdamState(RegisteredState):
             with several devices (the summed gradient holds rows that only another
             device read); otherwise such a row means it was read stale, an error.
         """
+        with _registry.state_lock:  # the step advanced with its operator queued (flush_rows)
+            self._update_locked(weight, grad, step, lr, wd, rescale_grad, clip_gradient,
+                                catch_up)
+
+    def _update_locked(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient, catch_up):
         self.bind(weight)
         step = self.next_step(step)  # the replay reads nothing of a step but its record
         if not self._started:
