@@ -659,3 +659,30 @@ def test_a_thread_reading_the_weights_while_another_trains():
     for _ in range(2):
         for a, b in zip(run(True, read=True), expected):
             np.testing.assert_array_equal(b, a)
+
+
+def test_a_graph_of_the_block_alone_does_not_undo_its_parents_whole_reads():
+    """The block traced on its own without the input gradient (its own hybridize and
+    call, as before an export) must not stop the catch-up that its parent's graph,
+    which reads every row, still needs."""
+    def run(is_deferred):
+        mx.random.seed(0)
+        net = _Prelude("fc")
+        net.initialize(mx.init.Uniform(0.1))
+        net.hybridize()
+        trainer = gluon.Trainer(net.collect_params(),
+                                _create(("sparseadam", {"learning_rate": 0.05}), 0.01,
+                                        is_deferred))
+        shift_grads = []
+        for step, (x, y) in enumerate(_schedule()):
+            if step == 10:
+                net.sparse.hybridize()
+                net.sparse(x)  # a graph of the block alone, CSR data: no input gradient
+            with autograd.record():
+                loss = ((net(x.tostype("default")).sum(axis=1, keepdims=True) - y) ** 2).mean()
+            loss.backward()
+            shift_grads.append(net.shift.grad().asnumpy())
+            trainer.step(1)
+        return shift_grads
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(b, a)

@@ -228,7 +228,8 @@ class _SparseInputBlock(HybridBlock):
         # The input gradient, ograd . W^T, reads every row of the weight, where the
         # products read only the batch's: a deferred optimizer must keep them all current.
         from ..optimizer import deferred
-        deferred.set_read_whole(self._feature_params(), differentiate)
+        deferred.set_read_whole(self._feature_params(), differentiate,
+                                owner=_graph_being_built() or self)
         return differentiate
 
     @staticmethod

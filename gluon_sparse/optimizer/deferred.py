@@ -65,36 +65,44 @@ _INITIAL_HISTORY = 1024
 # Optimizer -> its deferred states, for SparseAdam.flush().
 _states_by_optimizer = weakref.WeakKeyDictionary()
 
-# Parameters whose every row a graph reads (set_read_whole): kept up to date after
-# every update.
-_read_whole = weakref.WeakSet()
+# Parameter -> the blocks whose graphs read every row of it (set_read_whole): kept up
+# to date after every update while one of them does.
+_read_whole = weakref.WeakKeyDictionary()
 
 
-def set_read_whole(params, whole):
-    """Say whether a graph reads every row of ``params`` (a sparse block's input gradient,
-    ``ograd . W^T``, reads the whole weight, not only the batch's rows).
+def set_read_whole(params, whole, owner):
+    """Say whether ``owner``'s graph reads every row of ``params`` (a sparse block's input
+    gradient, ``ograd . W^T``, reads the whole weight, not only the batch's rows).
 
-    While it does, each deferred update of those parameters is followed by a
-    catch-up of every row (a standard step's cost, which that product already
-    pays), and they are caught up now, before the graph first reads them.
+    While some graph does, each deferred update of those parameters is followed
+    by a catch-up of every row (a standard step's cost, which that product
+    already pays); they are caught up now too, before the graph first reads
+    them. Each graph speaks for itself: another one traced without the input
+    gradient (an export, the block alone) leaves the first one's say standing.
 
     Parameters
     ----------
     params : iterable of Parameter
     whole : bool
+    owner : Block
+        The block whose graph this is (a hybridized parent, or the block itself).
     """
     for param in params:
+        owners = _read_whole.get(param)
         if not whole:
-            _read_whole.discard(param)
+            if owners is not None:
+                owners.discard(owner)
             continue
-        _read_whole.add(param)
+        if owners is None:
+            owners = _read_whole[param] = weakref.WeakSet()
+        owners.add(owner)
         with mx.autograd.pause():
             flush(param)
 
 
 def settle_read_whole(param, state):
     """After an update of ``param``: catch every row up if a graph reads them all."""
-    if param is not None and param in _read_whole:
+    if param is not None and _read_whole.get(param):
         state.flush()
 
 
