@@ -686,3 +686,56 @@ def test_a_graph_of_the_block_alone_does_not_undo_its_parents_whole_reads():
         return shift_grads
     for a, b in zip(run(False), run(True)):
         np.testing.assert_array_equal(b, a)
+
+
+_GC_IN_ENGINE_CALL = r"""
+import gc, sys
+import mxnet as mx, numpy as np
+from mxnet import autograd, gluon
+from gluon_sparse.nn import FullyConnectedSparse
+from gluon_sparse.optimizer import _engine_calls
+
+def net_and_trainer():
+    net = FullyConnectedSparse(3, in_units=50)
+    net.initialize()
+    return net, gluon.Trainer(net.collect_params(), "sparseadam",
+                              {"learning_rate": 0.1, "deferred": True})
+
+X = mx.nd.sparse.csr_matrix((np.ones(2, "f"), np.array([1, 7]), np.array([0, 1, 2])),
+                            shape=(2, 50))
+
+def step(net, trainer):
+    with autograd.record():
+        loss = net(X).sum()
+    loss.backward()
+    trainer.step(1)
+
+net_a, trainer_a = net_and_trainer()
+step(net_a, trainer_a)
+step(net_a, trainer_a)
+trainer_a.cycle = trainer_a  # dropped in a reference cycle: its state waits for the collector
+gc.disable()
+del trainer_a, net_a
+net_b, trainer_b = net_and_trainer()
+trainer_b2 = gluon.Trainer(net_b.collect_params(), "sparseadam",
+                           {"learning_rate": 0.1, "deferred": True})
+step(net_b, trainer_b)
+step(net_b, trainer_b2)  # trainer_b's state is detached: its next update binds again
+w = net_b.weight.data()
+big = mx.nd.ones((1500, 1500))
+w += mx.nd.dot(mx.nd.dot(big, big), big).sum() * 0  # a slow write queued on the weight
+_engine_calls.push(lambda: gc.collect(), mx.cpu(), [w], "collect_in_an_engine_call")
+step(net_b, trainer_b)  # binding waits for that write
+mx.nd.waitall()
+print("done")
+"""
+
+
+def test_a_state_collected_in_an_engine_call_does_not_deadlock_an_update():
+    """A dropped state's finalizer flushes under the state lock; the collector may run
+    it in an engine call that an update was waiting for while it held the lock."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", _GC_IN_ENGINE_CALL], capture_output=True,
+                          text=True, timeout=90)  # it hung for good
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]

@@ -135,11 +135,11 @@ class DeferredRuleState(_registry.RegisteredState):
         catch_up : bool, default False
             Bring gradient rows that are behind up to date first (several devices).
         """
+        self.bind(weight)  # outside the lock: it may wait (DeferredAdamState.update)
         with _registry.state_lock:  # the step advanced with its operator queued (flush_rows)
             self._update_locked(weight, grad, step, scalars, rescale_grad, catch_up)
 
     def _update_locked(self, weight, grad, step, scalars, rescale_grad, catch_up):
-        self.bind(weight)
         if not self._started:
             self.step = self._synced_step = step - 1
             if step > 1:

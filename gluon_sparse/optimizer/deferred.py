@@ -196,12 +196,15 @@ class DeferredAdamState(RegisteredState):
             with several devices (the summed gradient holds rows that only another
             device read); otherwise such a row means it was read stale, an error.
         """
+        # Bound first, outside the lock: binding may wait for the weight's pending
+        # writes, among them engine calls whose garbage collection may run a dropped
+        # state's finalizer, which takes the lock.
+        self.bind(weight)
         with _registry.state_lock:  # the step advanced with its operator queued (flush_rows)
             self._update_locked(weight, grad, step, lr, wd, rescale_grad, clip_gradient,
                                 catch_up)
 
     def _update_locked(self, weight, grad, step, lr, wd, rescale_grad, clip_gradient, catch_up):
-        self.bind(weight)
         step = self.next_step(step)  # the replay reads nothing of a step but its record
         if not self._started:
             # A fresh state (mean = var = 0) is up to date with any step before its
