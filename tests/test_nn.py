@@ -157,6 +157,36 @@ def test_weight_initialised_as_dense_initialises_its_own(init, given, in_units):
     np.testing.assert_array_equal(layer.weight.data().asnumpy().reshape(16, 300), expected)
 
 
+class _Fill(mx.init.Initializer):
+    """A custom initializer as MXNet's tutorial writes them: unregistered, its argument
+    not passed to Initializer.__init__ (so not in its dumps())."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def _init_weight(self, name, arr):
+        arr[:] = self.value
+
+
+def test_a_custom_initializer_and_one_given_to_the_parameter_are_honoured():
+    # The wrapper re-created the initializer from its dumps(): an unregistered one was
+    # refused, a registered one lost its arguments. And Parameter.initialize(init=...)
+    # bypassed the wrapper: Xavier's fans swapped again.
+    layer = FullyConnectedSparse(3, in_units=20, weight_initializer=_Fill(5.0))
+    layer.initialize()
+    np.testing.assert_array_equal(layer.weight.data().asnumpy(), np.full((20, 3), 5.0))
+    he = mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2)
+    mx.random.seed(4)
+    dense = gluon.nn.Dense(16, in_units=300)
+    dense.weight.initialize(init=he)
+    mx.random.seed(4)
+    layer = FullyConnectedSparse(16, in_units=300)
+    layer.weight.initialize(init=he)
+    np.testing.assert_array_equal(layer.weight.data().asnumpy().reshape(16, 300),
+                                  dense.weight.data().asnumpy())
+
+
 def test_weight_initializer_survives_export(tmp_path):
     # The wrapper is a registered initializer: a symbol's __init__ attribute names it.
     net = gluon.nn.HybridSequential()

@@ -20,7 +20,8 @@ class DenseLayoutWeight(mx.init.Initializer):
     The Xavier family (:class:`mxnet.init.Xavier`, :class:`mxnet.init.MSRAPrelu`)
     draws independent values whose scale depends on the shape only: it fills the
     weight's memory viewed as ``(units, in_units)``, so fans are Dense's and
-    the values, for one seed, are Dense's weight reshaped. Every other
+    the values, for one seed, are Dense's weight reshaped (not transposed: the
+    same distribution, not the same initial function). Every other
     initializer sees the weight as it is (elementwise ones, such as the default
     Uniform, give the same values either way; ``Orthogonal`` wants the real
     layout).
@@ -33,11 +34,16 @@ class DenseLayoutWeight(mx.init.Initializer):
     """
 
     def __init__(self, inner=None):
-        # Kept as its dumps() string, so that this initializer serialises
-        # (Symbol attributes, ``mx.init.create``) like MXNet's own.
+        # The object itself is used (a custom initializer need not be registered, nor
+        # pass its arguments to Initializer.__init__, as for Dense); its dumps() string
+        # is what serialises (Symbol attributes, ``mx.init.create``), as MXNet's own.
+        described = inner
         if inner is not None and not isinstance(inner, str):
-            inner = inner.dumps()
-        super().__init__(inner=inner)
+            try:
+                described = inner.dumps()
+            except (TypeError, ValueError):  # arguments JSON cannot hold
+                described = None
+        super().__init__(inner=described)
         self._inner = inner
 
     def _init_weight(self, desc, arr):

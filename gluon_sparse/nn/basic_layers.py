@@ -277,10 +277,9 @@ class FullyConnectedSparse(_SparseInputBlock):
         Data type of the parameters.
     weight_initializer : str or Initializer, optional
         Initializer of the ``(in_units, units)`` weight (None: the one given to
-        ``initialize``). The weight is initialised as Dense initialises its
-        ``(units, in_units)`` one: Xavier's and MSRAPrelu's fan-in is
-        ``in_units``, and one seed gives Dense's values
-        (``gluon_sparse.nn._init``).
+        ``initialize``). Initializers get Dense's fans: Xavier's and
+        MSRAPrelu's fan-in is ``in_units``, and one seed gives Dense's values in
+        Dense's memory order (``gluon_sparse.nn._init``).
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
     in_units : int, default 0
@@ -345,6 +344,7 @@ class FullyConnectedSparse(_SparseInputBlock):
             self.weight = self.params.get("weight", shape=(in_units, units),
                                           init=DenseLayoutWeight(weight_initializer), dtype=dtype,
                                           allow_deferred_init=True, grad_stype=weight_grad_stype)
+            self.weight._init_adapter = DenseLayoutWeight  # param.initialize(init=...) too
             if use_bias:
                 self.bias = self.params.get("bias", shape=(units,), init=bias_initializer,
                                             dtype=dtype, allow_deferred_init=True)

@@ -144,10 +144,9 @@ class FullyConnectedSparseRowSparseWeight(Block):
         Data type of the parameters.
     weight_initializer : str or Initializer, optional
         Initializer of the ``(in_units, units)`` weight (None: the one given to
-        ``initialize``). The weight is initialised as Dense initialises its
-        ``(units, in_units)`` one: Xavier's and MSRAPrelu's fan-in is
-        ``in_units``, and one seed gives Dense's values
-        (``gluon_sparse.nn._init``).
+        ``initialize``). Initializers get Dense's fans: Xavier's and
+        MSRAPrelu's fan-in is ``in_units``, and one seed gives Dense's values in
+        Dense's memory order (``gluon_sparse.nn._init``).
     bias_initializer : str or Initializer, default 'zeros'
         Initializer of the bias.
     prefix : str, optional
@@ -196,6 +195,7 @@ class FullyConnectedSparseRowSparseWeight(Block):
             self.weight = self.params.get("weight", shape=(self._in_units, self._units),
                                           init=DenseLayoutWeight(weight_initializer), dtype=dtype,
                                           **ROW_SPARSE)
+            self.weight._init_adapter = DenseLayoutWeight  # param.initialize(init=...) too
             if use_bias:
                 self.bias = self.params.get("bias", shape=(self._units,), init=bias_initializer,
                                             dtype=dtype)

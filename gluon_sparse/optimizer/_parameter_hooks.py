@@ -51,6 +51,9 @@ The hooks, and why each exists:
 ``Parameter.initialize``, ``Parameter.reset_ctx``, ``Parameter.cast``
     Replace the arrays: flush, then detach the states from the old arrays; the
     next update binds them to the new ones, with every row up to date.
+    (``initialize`` also applies a parameter's ``_init_adapter`` to an
+    initializer given to it: FullyConnectedSparse's weight takes any initializer
+    with Dense's fans, ``gluon_sparse.nn._init``; one hook on the method.)
 ``Parameter.grad_req`` (set to ``'null'``, through :mod:`gluon_sparse._grad_req`)
     Freezing replaces the arrays by detached copies (new handles, the same
     memory): flush, then detach the states, as for ``initialize``. A frozen
@@ -231,6 +234,16 @@ def _parameter_set_data(self, data):
 
 
 def _parameter_initialize(self, *args, **kwargs):
+    adapt = getattr(self, "_init_adapter", None)
+    if adapt is not None:
+        # An initializer given here replaces the parameter's own, which adapts the
+        # one its block was given (FullyConnectedSparse's weight: Dense's fans).
+        given = kwargs.get("init", args[0] if args else None)
+        if given is not None and not isinstance(given, adapt):
+            if args:
+                args = (adapt(given),) + tuple(args[1:])
+            else:
+                kwargs["init"] = adapt(given)
     # Only force_reinit replaces initialised arrays; otherwise MXNet warns and returns.
     force = kwargs.get("force_reinit", args[3] if len(args) > 3 else False)
     if force:
