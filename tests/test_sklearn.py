@@ -999,7 +999,9 @@ def _set(key, value):
     (_drop("params"), "'params' is missing"),
     (_set("fitted", {}), "n_outputs_"),
     (_set("params", [1, 2]), "params are a list"),
-], ids=["activation", "no n_features_in_", "format_version", "no params", "no fitted", "params"])
+    (_set("network_params_bytes", "752"), "TypeError"),
+], ids=["activation", "no n_features_in_", "format_version", "no params", "no fitted", "params",
+        "size as text"])
 def test_a_damaged_estimator_json_is_one_error_naming_it(tmp_path, edit, cause):
     # KeyError, AttributeError or TypeError, naming neither the file nor the cause (the
     # CLI printed a traceback), some of them only when predicting.
@@ -1012,3 +1014,21 @@ def test_a_damaged_estimator_json_is_one_error_naming_it(tmp_path, edit, cause):
     with pytest.raises(ValueError) as info:
         load(tmp_path / "m")
     assert str(info.value).startswith(str(meta_path)) and cause in str(info.value), info.value
+
+
+def test_negative_and_tiny_sample_weights_are_handled_by_name():
+    # A class of net negative weight got a negative count, which the sampler refused
+    # ("label counts must be finite and >= 0"); a batch weight sum below 1 / FLT_MAX
+    # made rescale_grad infinite, an opaque MXNetError.
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 40, density=0.2, format="csr", random_state=0, dtype=np.float32)
+    y = rng.integers(0, 5, 60)
+    y[0] = 5
+    weights = np.ones(60)
+    weights[0] = -3.0
+    model = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2, output="sampled",
+                                random_state=0).fit(X, y, sample_weight=weights)
+    assert model.class_counts_[5] == 0
+    with pytest.raises(ValueError, match="sample weights of a batch sum to .*scale sample_weight"):
+        SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1, batch_size=8).fit(
+            X, y, sample_weight=np.full(60, 1e-42))

@@ -106,6 +106,7 @@ class ClassOutputMixin:
                 # sample_weight); integers without weights, as before.
                 counts = np.bincount(encoded.astype(np.int64), minlength=n_classes,
                                      weights=sample_weight)
+                counts = np.maximum(counts, 0)  # a class of net negative weight: never seen
                 self.class_counts_ = counts.tolist()  # a list: the model directory's JSON
             elif hasattr(self, "class_counts_"):
                 del self.class_counts_

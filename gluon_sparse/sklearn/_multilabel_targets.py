@@ -150,7 +150,7 @@ class MultiLabelTargetsMixin:
             self.labels_per_row_ = float(Y.nnz) / max(Y.shape[0], 1)
         else:
             weight = np.asarray(sample_weight, dtype=np.float64)
-            counts = Y.T.dot(weight)
+            counts = np.maximum(Y.T.dot(weight), 0)  # net negative weight: never seen
             self.labels_per_row_ = float(np.diff(Y.indptr).dot(weight) / weight.sum())
         self.label_counts_ = counts.tolist()
         # A list, like the counts: the model directory stores both as JSON.

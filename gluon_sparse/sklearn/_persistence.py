@@ -200,7 +200,8 @@ def load(path, **params):
     except ValueError as err:  # UnicodeDecodeError is one
         raise ValueError("%s is not valid JSON: %s" % (meta_path, err)) from err
     estimator, fitted = estimator_from_description(meta, meta_path, params)
-    _check_recorded(meta, contents[PARAMS_FILE], params_path, meta_path)
+    with damaged_description(meta_path):  # a recorded size or CRC that is not a number
+        _check_recorded(meta, contents[PARAMS_FILE], params_path, meta_path)
     loaded = ndarrays_from_bytes(contents[PARAMS_FILE], params_path)
     del contents
     with damaged_description(meta_path):  # fitted attributes missing or of the wrong type

@@ -132,6 +132,7 @@ def raise_if_diverged(estimator, module, always):
 # MXNet's operators refuse a float32 scalar below the least normal float (dmlc's
 # parser: "Out of range value for wd"), a limit of theirs, not of the maths.
 _FLT_MIN = float(np.finfo(np.float32).tiny)
+_FLT_MAX = float(np.finfo(np.float32).max)
 # The bias-corrected rate of Adam's first step is 0.32 x the rate: a margin of 100.
 _MIN_LEARNING_RATE = 100 * _FLT_MIN
 
@@ -144,10 +145,10 @@ def weighted_step(trainer, alpha, weight_sum):
     resolution of any gradient it is added to. A weight sum whose inverse (the
     step's rescale_grad) is not a normal float32 is refused, naming sample_weight.
     """
-    if weight_sum * _FLT_MIN >= 1.0:
+    if not _FLT_MIN <= 1.0 / weight_sum <= _FLT_MAX:
         raise ValueError("the sample weights of a batch sum to %g: float32 training cannot scale "
-                         "the gradient by its inverse (below %g); scale sample_weight down"
-                         % (weight_sum, _FLT_MIN))
+                         "the gradient by its inverse (%g, outside [%g, %g]); scale sample_weight"
+                         % (weight_sum, 1.0 / weight_sum, _FLT_MIN, _FLT_MAX))
     wd = alpha / weight_sum
     trainer.optimizer.wd = wd if wd >= _FLT_MIN else 0.0
     trainer.step(weight_sum)
