@@ -739,3 +739,33 @@ def test_a_state_collected_in_an_engine_call_does_not_deadlock_an_update():
     done = subprocess.run([sys.executable, "-c", _GC_IN_ENGINE_CALL], capture_output=True,
                           text=True, timeout=90)  # it hung for good
     assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+
+
+class _TwiceInOneGraph(_Prelude):
+    """One sparse layer called twice by a hybridized parent: on an input computed from a
+    parameter (its gradient reads every row), then on the raw batch (it does not)."""
+
+    def hybrid_forward(self, F, x, shift):
+        return self.sparse(F.broadcast_add(x, shift)) + self.sparse(x)
+
+
+def test_a_layer_called_twice_in_one_graph_keeps_its_whole_reads():
+    # The second call of the tracing un-marked the weight: 27 of 29 input gradients stale.
+    def run(is_deferred):
+        mx.random.seed(0)
+        net = _TwiceInOneGraph("fc")
+        net.initialize(mx.init.Uniform(0.1))
+        net.hybridize()
+        trainer = gluon.Trainer(net.collect_params(),
+                                _create(("sparseadam", {"learning_rate": 0.05}), 0.01,
+                                        is_deferred))
+        shift_grads = []
+        for x, y in _schedule():
+            with autograd.record():
+                loss = ((net(x.tostype("default")).sum(axis=1, keepdims=True) - y) ** 2).mean()
+            loss.backward()
+            shift_grads.append(net.shift.grad().asnumpy())
+            trainer.step(1)
+        return shift_grads
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(b, a)

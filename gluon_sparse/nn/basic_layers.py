@@ -70,17 +70,23 @@ def _depends_on_parameters(symbol):
                if name in arguments)
 
 
-def _graph_being_built():
-    """The HybridBlock whose graph is being traced (``HybridBlock._get_graph`` up the
-    stack), or None. Read at trace time only, where a parent traces its children."""
+def _graph_trace():
+    """``(owner, trace)``: the HybridBlock whose graph is being traced
+    (``HybridBlock._get_graph`` up the stack) and an id of this tracing, or
+    ``(None, None)``. Read at trace time only, where a parent traces its children."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "_get_graph":
             owner = frame.f_locals.get("self")
             if isinstance(owner, HybridBlock):
-                return owner
+                return owner, id(frame)
         frame = frame.f_back
-    return None
+    return None, None
+
+
+def _graph_being_built():
+    """The HybridBlock whose graph is being traced, or None (see :func:`_graph_trace`)."""
+    return _graph_trace()[0]
 
 
 def _refuse_add_in_parent_graph(layer, param, req):
@@ -228,8 +234,9 @@ class _SparseInputBlock(HybridBlock):
         # The input gradient, ograd . W^T, reads every row of the weight, where the
         # products read only the batch's: a deferred optimizer must keep them all current.
         from ..optimizer import deferred
-        deferred.set_read_whole(self._feature_params(), differentiate,
-                                owner=_graph_being_built() or self)
+        owner, trace = _graph_trace()
+        deferred.set_read_whole(self._feature_params(), differentiate, owner=owner or self,
+                                trace=trace)
         return differentiate
 
     @staticmethod

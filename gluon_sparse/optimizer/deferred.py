@@ -65,12 +65,12 @@ _INITIAL_HISTORY = 1024
 # Optimizer -> its deferred states, for SparseAdam.flush().
 _states_by_optimizer = weakref.WeakKeyDictionary()
 
-# Parameter -> the blocks whose graphs read every row of it (set_read_whole): kept up
-# to date after every update while one of them does.
+# Parameter -> {block: (trace, reads every row)} of the graphs that read it
+# (set_read_whole): kept up to date after every update while one of them reads all.
 _read_whole = weakref.WeakKeyDictionary()
 
 
-def set_read_whole(params, whole, owner):
+def set_read_whole(params, whole, owner, trace=None):
     """Say whether ``owner``'s graph reads every row of ``params`` (a sparse block's input
     gradient, ``ograd . W^T``, reads the whole weight, not only the batch's rows).
 
@@ -78,7 +78,9 @@ def set_read_whole(params, whole, owner):
     by a catch-up of every row (a standard step's cost, which that product
     already pays); they are caught up now too, before the graph first reads
     them. Each graph speaks for itself: another one traced without the input
-    gradient (an export, the block alone) leaves the first one's say standing.
+    gradient (an export, the block alone) leaves the first one's say standing,
+    and within one tracing (``trace``) a block called twice reads every row if
+    either call does.
 
     Parameters
     ----------
@@ -86,23 +88,26 @@ def set_read_whole(params, whole, owner):
     whole : bool
     owner : Block
         The block whose graph this is (a hybridized parent, or the block itself).
+    trace : int, optional
+        An id of the tracing in progress (None: an imperative call, its own).
     """
     for param in params:
         owners = _read_whole.get(param)
-        if not whole:
-            if owners is not None:
-                owners.discard(owner)
-            continue
         if owners is None:
-            owners = _read_whole[param] = weakref.WeakSet()
-        owners.add(owner)
-        with mx.autograd.pause():
-            flush(param)
+            owners = _read_whole[param] = weakref.WeakKeyDictionary()
+        earlier = owners.get(owner)
+        if trace is not None and earlier is not None and earlier[0] == trace:
+            whole = whole or earlier[1]
+        owners[owner] = (trace, whole)
+        if whole:
+            with mx.autograd.pause():
+                flush(param)
 
 
 def settle_read_whole(param, state):
     """After an update of ``param``: catch every row up if a graph reads them all."""
-    if param is not None and _read_whole.get(param):
+    owners = _read_whole.get(param) if param is not None else None
+    if owners and any(whole for _, whole in owners.values()):
         state.flush()
 
 
