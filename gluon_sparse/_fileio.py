@@ -165,9 +165,9 @@ def _replacing(path):
     characters, is removed on an exception; what a killed writer left (its process
     gone) by the next write of ``path``.
 
-    A symbolic link is written through: the file it points to is replaced, the link
-    stays (as ``open(path, 'w')`` and MXNet's savers do; replacing the link itself
-    left the file it named with the old content). An OSError while writing or
+    A symbolic link is written through: the file it points to is replaced (beside
+    it, in its own directory), the link stays (replacing the link itself left the
+    file it named with the old content). An OSError while creating, writing or
     replacing names ``path``, not the temporary."""
     given = path
     path = os.path.realpath(path)
@@ -176,8 +176,12 @@ def _replacing(path):
         raise FileNotFoundError("cannot write %s: directory %s does not exist"
                                 % (path, directory))
     _remove_dead_writers_temporaries(directory, name)
-    handle, tmp = tempfile.mkstemp(prefix="%s%d-" % (_temporary_prefix(name), os.getpid()),
-                                   dir=directory)
+    try:
+        handle, tmp = tempfile.mkstemp(prefix="%s%d-" % (_temporary_prefix(name), os.getpid()),
+                                       dir=directory)
+    except OSError as err:  # a read-only directory, most often
+        raise OSError(err.errno, "could not write %s: %s"
+                      % (given, err.strerror or err)) from err
     try:
         yield handle, tmp
         # Only now: a read-only mode (0444) set earlier would refuse the writes.

@@ -750,3 +750,12 @@ def test_an_output_in_a_directory_it_cannot_write_is_refused_before_predicting(t
         False if os.path.realpath(path) == str(tmp_path) else real_access(path, mode)))
     with pytest.raises(_errors.InputError, match="pred.txt: its directory .* is not writable"):
         _files.check_output_file(str(out))
+
+
+def test_an_output_link_into_a_missing_directory_is_named(tmp_path):
+    from gluon_sparse.cli import _errors, _files
+    link = tmp_path / "preds.txt"
+    os.symlink(str(tmp_path / "missing" / "preds.txt"), str(link))
+    with pytest.raises(_errors.InputError, match="it links to .*missing/preds.txt, whose "
+                                                 "directory does not exist"):
+        _files.check_output_file(str(link))

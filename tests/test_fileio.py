@@ -234,3 +234,19 @@ def test_an_error_without_a_file_name_is_given_the_directorys(tmp_path):
                 as info:
             _fileio.write_versioned_directory(str(target), write)
         assert info.value.errno == errno.ENOSPC
+
+
+def test_a_temporary_that_cannot_be_made_is_named_by_its_destination(tmp_path, monkeypatch):
+    # A read-only directory failed in mkstemp, before the rewrap: the message named
+    # '.f.tmp-<pid>-xxxxxxxx'. (Tests run as root, whom a mode does not stop.)
+    import errno
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied",
+                              str(tmp_path / ".f.tmp-1-abcdefgh"))
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError, match=r"could not write \S*/f: Permission denied") as info:
+        with _fileio.atomic_file(str(tmp_path / "f")) as f:
+            f.write("x")
+    assert ".tmp-" not in str(info.value)

@@ -234,6 +234,9 @@ def check_output_file(path, inputs=()):
     if os.path.isdir(path):
         raise InputError("cannot write %s: it is a directory" % path)
     target = os.path.realpath(path)
+    if not os.path.isdir(os.path.dirname(target)):
+        raise InputError("cannot write %s: it links to %s, whose directory does not exist"
+                         % (path, target))
     if (os.path.isfile(target) or not os.path.exists(target)) and not os.access(
             os.path.dirname(target), os.W_OK | os.X_OK):
         # The file is replaced by a rename in its directory: found out before the

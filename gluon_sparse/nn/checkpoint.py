@@ -119,13 +119,20 @@ def _append_crc_trailer(path):
         f.write(_CRC_TRAILER_MAGIC + crc.to_bytes(4, "little"))
 
 
-def _without_crc_trailer(data, filename):
-    """``data`` less its CRC trailer, checked; files without one (``save_parameters``'s,
-    compact files of earlier versions) as they are."""
-    if data[-_CRC_TRAILER_BYTES:-4] != _CRC_TRAILER_MAGIC:
-        return data
-    body = data[:-_CRC_TRAILER_BYTES]  # (MXNet reads bytes, not a memoryview)
-    recorded, found = int.from_bytes(data[-4:], "little"), zlib.crc32(body)
+def _read_checked(f, filename):
+    """The bytes of a compact file less its CRC trailer, checked (read once: MXNet's
+    parser wants ``bytes``, so no copy is made to cut the trailer off); a file without
+    one (``save_parameters``'s, compact files of earlier versions) whole."""
+    size = f.seek(0, os.SEEK_END)
+    trailer = b""
+    if size >= _CRC_TRAILER_BYTES:
+        f.seek(size - _CRC_TRAILER_BYTES)
+        trailer = f.read(_CRC_TRAILER_BYTES)
+    f.seek(0)
+    if trailer[:-4] != _CRC_TRAILER_MAGIC:
+        return f.read()
+    body = f.read(size - _CRC_TRAILER_BYTES)
+    recorded, found = int.from_bytes(trailer[-4:], "little"), zlib.crc32(body)
     if found != recorded:
         raise _compact.DamagedFile("%s is damaged: its CRC-32 is %08x, and the file recorded "
                                    "%08x" % (filename, found, recorded))
@@ -135,8 +142,8 @@ def _without_crc_trailer(data, filename):
 def _read(filename):
     """``(arrays, left_out)`` of a :func:`save_compact_parameters` or ``save_parameters`` file."""
     with open(filename, "rb") as f:
-        data = f.read()
-    loaded = _compact.ndarrays_from_bytes(_without_crc_trailer(data, filename), filename)
+        data = _read_checked(f, filename)
+    loaded = _compact.ndarrays_from_bytes(data, filename)
     del data
     description = loaded.pop(_DESCRIPTION_KEY, None)
     if description is None:

@@ -84,9 +84,10 @@ def fit_trainer(estimator, module, optimizer, incremental):
         if name.endswith("bias"):
             param.wd_mult = 0.0  # alpha penalises weights only, as in MLPClassifier
     if estimator.learning_rate_init < _MIN_LEARNING_RATE:
-        raise ValueError("learning_rate_init=%g is too small for float32 training: MXNet's "
-                         "optimizers refuse a step's rate below %g (nothing would move anyway)"
-                         % (estimator.learning_rate_init, _FLT_MIN))
+        raise ValueError("learning_rate_init=%g is too small for float32 training (at least "
+                         "%g): MXNet's optimizers refuse a step's rate below %g, which Adam's "
+                         "bias correction brings it under (nothing would move anyway)"
+                         % (estimator.learning_rate_init, _MIN_LEARNING_RATE, _FLT_MIN))
     options = {"learning_rate": estimator.learning_rate_init}
     if supports_deferred(optimizer):
         # The standard update at lazy cost (any optimizer of the family): updates
