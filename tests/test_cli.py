@@ -759,3 +759,38 @@ def test_an_output_link_into_a_missing_directory_is_named(tmp_path):
     with pytest.raises(_errors.InputError, match="it links to .*missing/preds.txt, whose "
                                                  "directory does not exist"):
         _files.check_output_file(str(link))
+
+
+def test_predict_warns_where_a_python_models_index_base_is_a_guess(tmp_path, caplog):
+    # A model trained on a matrix records no index base: 'auto' read a zero-based file
+    # without feature 0 as one-based, every column one off, and said nothing (Python's
+    # predict(path) warns).
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+    from gluon_sparse.sklearn import SparseMLPClassifier
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 12, density=0.4, format="csr", random_state=0, dtype=np.float32).tolil()
+    X[:, 0] = 0
+    X = X.tocsr()
+    X.eliminate_zeros()
+    y = rng.integers(0, 2, 40)
+    SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=1).fit(X, y).save(tmp_path / "m")
+    dump_svmlight_file(X, y, str(tmp_path / "t.svm"), zero_based=True)
+    with caplog.at_level("WARNING"):
+        assert cli.main(["predict", str(tmp_path / "t.svm"), "--model-dir", str(tmp_path / "m"),
+                         "--out", str(tmp_path / "p.txt")]) == 0
+    assert any("index base is unknown; it was read as one-based" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_a_tie_with_an_earlier_epoch_is_not_reported_as_better(tmp_path, caplog):
+    # 'accuracy was best at epoch 1 (0.0000; 0.0000 at epoch 2)': test labels the
+    # training never saw score 0 every epoch.
+    _write(tmp_path / "train.svm", "".join("%d 1:%d 2:0.5\n" % (i % 2, i % 3) for i in range(40)))
+    _write(tmp_path / "test.svm", "".join("%d 1:%d 2:0.5\n" % (5 + i % 2, i % 3)
+                                          for i in range(10)))
+    with caplog.at_level("WARNING"):
+        assert cli.main(["train", str(tmp_path / "train.svm"), "--test", str(tmp_path / "test.svm"),
+                         "--model-dir", str(tmp_path / "m"), "--epochs", "2", "--hidden", "4",
+                         "--quiet"]) == 0
+    assert not any("was best at epoch" in r.getMessage() for r in caplog.records)

@@ -152,6 +152,8 @@ def run_epochs(args, model, fit_epoch, evaluate, rule, format_values):
         best.restore()
         return best_values, epoch, best_epoch
     last = values.get(rule.name)
+    if last == best_value:
+        return values, epoch, epoch  # a tie: the epoch saved is as good as the best
     logger.warning("held-out %s was best at epoch %d (%.4f; %s at epoch %d): the model saved "
                    "is the last epoch's; --early-stopping N keeps the best epoch's",
                    rule.name, best_epoch, best_value, "n/a" if last is None else "%.4f" % last,

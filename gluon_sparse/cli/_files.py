@@ -1,6 +1,7 @@
 """Files the command line reads and writes: LibSVM input (checked for what
 training cannot use), the model directory (checked before training), and
 predictions (written atomically or to stdout)."""
+import logging
 import math
 import os
 import re
@@ -11,6 +12,8 @@ import numpy as np
 
 from .._fileio import atomic_file
 from ._errors import InputError
+
+logger = logging.getLogger("gluon_sparse.cli")
 
 
 def check_readable(path):
@@ -191,9 +194,23 @@ def load_for_model(path, model, check_labels=True):
     # 'auto' alone decides per file: a zero-based training file without
     # feature 0 reads as one-based, a test file with feature 0 as zero-based,
     # and every column would be shifted by one against the model's.
-    X, y, _ = load([path], n_features=model.n_features_in_,
-                   zero_based=getattr(model, "zero_based_", "auto"), check_labels=check_labels)
+    X, y, zero_based = load([path], n_features=model.n_features_in_,
+                            zero_based=getattr(model, "zero_based_", "auto"),
+                            check_labels=check_labels)
+    warn_if_base_guessed(model, X, zero_based, path)
     return X, y
+
+
+def warn_if_base_guessed(model, X, zero_based, path):
+    """Log a warning where a model with no recorded index base (trained in Python on a
+    matrix) reads a file whose base 'auto' could only guess (as the estimators warn)."""
+    from ..sklearn._data import base_is_a_guess
+    if base_is_a_guess(model, X, zero_based):
+        logger.warning("%s: the model was trained on a matrix (in Python), so this file's index "
+                       "base is unknown; it was read as one-based (it has no feature 0). If its "
+                       "indices start at 0, every column is one off: predict in Python on "
+                       "gluon_sparse.data.load_libsvm(%r, zero_based=True, num_features=%d)"
+                       % (path, path, X.shape[1]))
 
 
 def check_finite_weights(model):

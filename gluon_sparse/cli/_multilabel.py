@@ -48,8 +48,10 @@ def _load(paths, num_features=None, zero_based="auto", check_labels=True):
 def _load_for_model(path, model, check_labels=True):
     """``(X, Y)`` of a file for ``model``; ``check_labels=False`` for predictions, which
     do not use the labels (Y is None)."""
-    X, Y, _ = _load([path], num_features=model.n_features_in_,
-                    zero_based=getattr(model, "zero_based_", "auto"), check_labels=check_labels)
+    X, Y, zero_based = _load([path], num_features=model.n_features_in_,
+                             zero_based=getattr(model, "zero_based_", "auto"),
+                             check_labels=check_labels)
+    _files.warn_if_base_guessed(model, X, zero_based, path)
     return X, Y
 
 

@@ -123,6 +123,16 @@ def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):
         yield csr_to_ndarray(padded, np.float32, ctx), n_real
 
 
+def base_is_a_guess(estimator, X, zero_based):
+    """Whether ``X``, read with ``zero_based`` for a fitted ``estimator``, has an index
+    base that 'auto' guessed: the estimator records none (fitted on a matrix) and the
+    file has no feature 0 nor an index as large as the model's width (one-based for
+    certain: read as zero-based, it would not fit)."""
+    if zero_based is not False or hasattr(estimator, "zero_based_"):
+        return False
+    return not (X.nnz and X.indices.max() == X.shape[1] - 1)
+
+
 def warn_if_base_guessed(estimator, X, zero_based, source, reset):
     """Warn where a model fitted on a matrix reads a file whose index base is a guess.
 
@@ -134,11 +144,10 @@ def warn_if_base_guessed(estimator, X, zero_based, source, reset):
     files). Only a file with feature 0 (zero-based) or with an index equal to
     the model's width (one-based) says which it is.
     """
-    if (reset or zero_based is not False or hasattr(estimator, "zero_based_")
-            or isinstance(source, LibSVMDataset)):  # a dataset's base is its reader's choice
+    if reset or isinstance(source, LibSVMDataset):  # a dataset's base is its reader's choice
         return
-    if X.nnz and X.indices.max() == X.shape[1] - 1:
-        return  # one-based for certain: read as zero-based, the last index would not fit
+    if not base_is_a_guess(estimator, X, zero_based):
+        return
     warnings.warn("%s: %s was fitted on a matrix, so this file's index base is unknown; it was "
                   "read as one-based (it has no feature 0). If its indices start at 0, read it "
                   "with gluon_sparse.data.load_libsvm(..., zero_based=True, num_features=%d) "
