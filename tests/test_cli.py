@@ -794,3 +794,16 @@ def test_a_tie_with_an_earlier_epoch_is_not_reported_as_better(tmp_path, caplog)
                          "--model-dir", str(tmp_path / "m"), "--epochs", "2", "--hidden", "4",
                          "--quiet"]) == 0
     assert not any("was best at epoch" in r.getMessage() for r in caplog.records)
+
+
+def test_train_notes_test_labels_the_training_never_saw(tmp_path, capsys):
+    # Epoch lines showed accuracy 0.000 with auc and log_loss n/a, and nothing said why
+    # (0..1 in the test file against 5..6 in the training file).
+    _write(tmp_path / "train.svm", "".join("%d 1:%d 2:0.5\n" % (5 + i % 2, i % 3)
+                                           for i in range(40)))
+    _write(tmp_path / "test.svm", "".join("%d 1:%d 2:0.5\n" % (i % 2, i % 3) for i in range(10)))
+    assert cli.main(["train", str(tmp_path / "train.svm"), "--test", str(tmp_path / "test.svm"),
+                     "--model-dir", str(tmp_path / "m"), "--epochs", "1", "--hidden", "4",
+                     "--quiet"]) == 0
+    assert "note: 10 of 10 samples have labels the model never saw (e.g. 0; its classes: 5, 6)" \
+        in capsys.readouterr().out

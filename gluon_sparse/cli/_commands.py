@@ -50,14 +50,9 @@ def evaluate(args):
             raise InputError("the model's classes are not numbers (e.g. %r): a LibSVM file's "
                              "labels are, so they cannot be compared; score it in Python"
                              % (classes[0],))
-        unseen = ~np.isin(y, classes)
-        if unseen.any():
-            print("note: %d of %d samples have labels the model never saw (e.g. %s; its "
-                  "classes: %s): they count as errors in accuracy, auc leaves them out and "
-                  "log_loss is not defined"
-                  % (unseen.sum(), len(y), _files.format_label(y[unseen][0]),
-                     ", ".join(_files.format_label(c) for c in classes[:10])
-                     + (", ..." if len(classes) > 10 else "")))
+        note = _files.unseen_labels_note(y, classes)
+        if note:
+            print(note)
     print("%s: %d samples  %s" % (args.data, X.shape[0], format_metrics(metrics(model, X, y))))
     return 0
 

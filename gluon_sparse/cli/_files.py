@@ -201,6 +201,19 @@ def load_for_model(path, model, check_labels=True):
     return X, y
 
 
+def unseen_labels_note(y, classes):
+    """'note: ...' on the labels of ``y`` that are not among a model's ``classes``
+    (another label convention, 0..9 against 1..10, say), or None."""
+    unseen = ~np.isin(y, classes)
+    if not unseen.any():
+        return None
+    return ("note: %d of %d samples have labels the model never saw (e.g. %s; its classes: "
+            "%s): they count as errors in accuracy, auc leaves them out and log_loss is not "
+            "defined" % (unseen.sum(), len(y), format_label(y[unseen][0]),
+                         ", ".join(format_label(c) for c in classes[:10])
+                         + (", ..." if len(classes) > 10 else "")))
+
+
 def warn_if_base_guessed(model, X, zero_based, path):
     """Log a warning where a model with no recorded index base (trained in Python on a
     matrix) reads a file whose base 'auto' could only guess (as the estimators warn)."""

@@ -75,6 +75,9 @@ def train(args):
     if X_test is not None:
         rule = _epochs.criterion(args.task, classify and bool(
             np.isin(y_test, fit_args["classes"]).all()))
+        note = classify and _files.unseen_labels_note(y_test, fit_args["classes"])
+        if note:  # the epochs' accuracy would say 0.005 and nothing why
+            print(note)
 
         def evaluate():
             return metrics(model, X_test, y_test)
