@@ -33,6 +33,7 @@ import shutil
 import stat
 import tempfile
 import time
+import zlib
 
 try:
     import fcntl
@@ -108,6 +109,15 @@ def save_ndarrays(path, arrays):
             raise
         raise OSError(errno.ENOSPC, "the write was cut short (is the disk full?)",
                       path) from None
+
+
+def file_crc32(path):
+    """The CRC-32 (zlib's) of the file at ``path``, read 16 MB at a time."""
+    crc = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 @contextlib.contextmanager

@@ -661,30 +661,36 @@ def test_a_thread_reading_the_weights_while_another_trains():
             np.testing.assert_array_equal(b, a)
 
 
+def _shift_grads(parent, is_deferred, before_step=None):
+    """``shift.grad()`` of each step of a hybridized ``parent`` (a :class:`_Prelude`) on
+    dense batches under SparseAdam (wd 0.01); ``before_step(net, step, x)`` runs first."""
+    mx.random.seed(0)
+    net = parent("fc")
+    net.initialize(mx.init.Uniform(0.1))
+    net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(),
+                            _create(("sparseadam", {"learning_rate": 0.05}), 0.01, is_deferred))
+    grads = []
+    for step, (x, y) in enumerate(_schedule()):
+        if before_step is not None:
+            before_step(net, step, x)
+        with autograd.record():
+            loss = ((net(x.tostype("default")).sum(axis=1, keepdims=True) - y) ** 2).mean()
+        loss.backward()
+        grads.append(net.shift.grad().asnumpy())
+        trainer.step(1)
+    return grads
+
+
 def test_a_graph_of_the_block_alone_does_not_undo_its_parents_whole_reads():
     """The block traced on its own without the input gradient (its own hybridize and
     call, as before an export) must not stop the catch-up that its parent's graph,
     which reads every row, still needs."""
-    def run(is_deferred):
-        mx.random.seed(0)
-        net = _Prelude("fc")
-        net.initialize(mx.init.Uniform(0.1))
-        net.hybridize()
-        trainer = gluon.Trainer(net.collect_params(),
-                                _create(("sparseadam", {"learning_rate": 0.05}), 0.01,
-                                        is_deferred))
-        shift_grads = []
-        for step, (x, y) in enumerate(_schedule()):
-            if step == 10:
-                net.sparse.hybridize()
-                net.sparse(x)  # a graph of the block alone, CSR data: no input gradient
-            with autograd.record():
-                loss = ((net(x.tostype("default")).sum(axis=1, keepdims=True) - y) ** 2).mean()
-            loss.backward()
-            shift_grads.append(net.shift.grad().asnumpy())
-            trainer.step(1)
-        return shift_grads
-    for a, b in zip(run(False), run(True)):
+    def alone(net, step, x):
+        if step == 10:
+            net.sparse.hybridize()
+            net.sparse(x)  # a graph of the block alone, CSR data: no input gradient
+    for a, b in zip(_shift_grads(_Prelude, False, alone), _shift_grads(_Prelude, True, alone)):
         np.testing.assert_array_equal(b, a)
 
 
@@ -751,21 +757,6 @@ class _TwiceInOneGraph(_Prelude):
 
 def test_a_layer_called_twice_in_one_graph_keeps_its_whole_reads():
     # The second call of the tracing un-marked the weight: 27 of 29 input gradients stale.
-    def run(is_deferred):
-        mx.random.seed(0)
-        net = _TwiceInOneGraph("fc")
-        net.initialize(mx.init.Uniform(0.1))
-        net.hybridize()
-        trainer = gluon.Trainer(net.collect_params(),
-                                _create(("sparseadam", {"learning_rate": 0.05}), 0.01,
-                                        is_deferred))
-        shift_grads = []
-        for x, y in _schedule():
-            with autograd.record():
-                loss = ((net(x.tostype("default")).sum(axis=1, keepdims=True) - y) ** 2).mean()
-            loss.backward()
-            shift_grads.append(net.shift.grad().asnumpy())
-            trainer.step(1)
-        return shift_grads
-    for a, b in zip(run(False), run(True)):
+    for a, b in zip(_shift_grads(_TwiceInOneGraph, False),
+                    _shift_grads(_TwiceInOneGraph, True)):
         np.testing.assert_array_equal(b, a)

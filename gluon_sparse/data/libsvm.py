@@ -343,22 +343,22 @@ def xc_header(buf):
     return tokens, (end + 1 if end >= 0 else len(buf))
 
 
-def _rows_and_lines(path, row=None):
-    """Number of data rows of ``path`` (an XC header is not one), or with ``row``, the
-    1-based line of that row."""
+@contextlib.contextmanager
+def _data_rows(path):
+    """``(bytes, line base)`` of the data rows of ``path``: after an XC header (which is
+    not a row), its line counted."""
     with open_libsvm_buffer(path) as buf:
         header, offset = xc_header(buf)
         body = memoryview(buf)[offset:] if offset else buf
         try:
-            if row is None:
-                return count_rows(body)
-            return row_line_number(body, row, line_base=1 if header else 0)
+            yield body, 1 if header else 0
         finally:
             del body
 
 
 def _line_of_row(path, row):
-    return _rows_and_lines(path, row)
+    with _data_rows(path) as (body, line_base):
+        return row_line_number(body, row, line_base=line_base)
 
 
 def _first_index_at_least(paths, chunks, raw_limit):
@@ -417,7 +417,10 @@ def locate_row(paths, row):
     ('b.libsvm', 23)
     """
     paths = _as_path_list(paths)
-    counts = [_rows_and_lines(path) for path in paths]
+    counts = []
+    for path in paths:
+        with _data_rows(path) as (body, _):
+            counts.append(count_rows(body))
     total = sum(counts)
     if not -total <= row < total:
         raise IndexError("row %d is out of range: %s hold %d rows"

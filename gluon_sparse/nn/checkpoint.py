@@ -112,10 +112,8 @@ def save_compact_parameters(net, filename, initial):
 
 
 def _append_crc_trailer(path):
-    crc = 0
-    with open(path, "r+b") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            crc = zlib.crc32(block, crc)
+    crc = _fileio.file_crc32(path)
+    with open(path, "ab") as f:
         f.write(_CRC_TRAILER_MAGIC + crc.to_bytes(4, "little"))
 
 

@@ -109,7 +109,7 @@ def save(estimator, path):
         params_path = os.path.join(directory, PARAMS_FILE)
         _fileio.save_ndarrays(params_path, to_save)
         with open(os.path.join(directory, META_FILE), "w") as f:
-            json.dump(dict(meta, **{_CRC_KEY: _file_crc32(params_path),
+            json.dump(dict(meta, **{_CRC_KEY: _fileio.file_crc32(params_path),
                                     _SIZE_KEY: os.path.getsize(params_path)}),
                       f, indent=1, default=float)
 
@@ -130,14 +130,6 @@ _SIZE_KEY = "network_params_bytes"
 _MXNET_LIST_MAGIC = (0x112).to_bytes(8, "little")
 
 
-def _file_crc32(path):
-    crc = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            crc = zlib.crc32(block, crc)
-    return crc
-
-
 def _check_recorded(meta, data, params_path, meta_path):
     """Refuse ``data`` that is not the network.params ``estimator.json`` describes, naming
     the cause: not MXNet's format, truncated (or grown), or damaged. Models saved before
@@ -152,9 +144,10 @@ def _check_recorded(meta, data, params_path, meta_path):
         raise ValueError("%s could not be read: the file is %s (%d bytes; %s recorded %s)"
                          % (params_path, "truncated" if len(data) < expected_size else
                             "longer than written", len(data), meta_path, expected_size))
-    if expected_crc is not None and zlib.crc32(data) != expected_crc:
+    found = zlib.crc32(data) if expected_crc is not None else None
+    if found != expected_crc:
         raise ValueError("%s is damaged: its CRC-32 is %08x, and %s recorded %s for it"
-                         % (params_path, zlib.crc32(data), meta_path,
+                         % (params_path, found, meta_path,
                             "%08x" % expected_crc if isinstance(expected_crc, int)
                             else repr(expected_crc)))
 
