@@ -112,7 +112,9 @@ def flush_rows(state):
     recorded forward did not read: those it brought up to date itself), so it
     runs with recording paused.
     """
-    with state_lock:
+    # Ctrl-C held back: a KeyboardInterrupt between the acquire and the block's
+    # protection left the lock held for good (a later flush from another thread hung).
+    with _interrupt.held_back(), state_lock:
         _flush_rows_locked(state)
 
 
