@@ -807,3 +807,26 @@ def test_train_notes_test_labels_the_training_never_saw(tmp_path, capsys):
                      "--quiet"]) == 0
     assert "note: 10 of 10 samples have labels the model never saw (e.g. 0; its classes: 5, 6)" \
         in capsys.readouterr().out
+
+
+# ------------------------------------------------ a new user's real LibSVM data
+@pytest.mark.parametrize("compress, kind, suffix", [(gzip.compress, "gzip", ".gz"),
+                                                    (bz2.compress, "bzip2", ".bz2")])
+def test_a_compressed_file_without_its_suffix_is_named_as_such(tmp_path, trained, capsys,
+                                                               compress, kind, suffix):
+    """A gzip file named train.txt: the parser called its bytes 'invalid label
+    '\\x1f\\x8b...'', which said nothing of compression."""
+    _write(tmp_path / "data.txt", compress(open(HEART_SCALE, "rb").read()))
+    for command in (["train", str(tmp_path / "data.txt"), "--model-dir", str(tmp_path / "m")],
+                    ["predict", str(tmp_path / "data.txt"), "--model-dir", str(trained),
+                     "--out", str(tmp_path / "p.txt")],
+                    ["evaluate", str(tmp_path / "data.txt"), "--model-dir", str(trained)]):
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "invalid label" not in err, err
+        assert ("data.txt looks %s-compressed" % kind) in err, err
+        assert ("rename it to *%s" % suffix) in err, err
+    assert not (tmp_path / "m").exists() and not (tmp_path / "p.txt").exists()
+    from gluon_sparse.data import LibSVMStream
+    with pytest.raises(ValueError, match="data.txt looks %s-compressed" % kind):
+        next(iter(LibSVMStream(str(tmp_path / "data.txt"), batch_size=10, num_features=13)))

@@ -78,6 +78,38 @@ def check_rereadable(path):
                      % (path, kind))
 
 
+# What compressed files start with: (magic bytes, format, the suffix that has them
+# decompressed when read; None where none does).
+_COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip", ".gz"), (b"BZh", "bzip2", ".bz2"),
+                     (b"\xfd7zXZ\x00", "xz", None))
+
+
+def check_not_compressed(path, head):
+    """Raise a ValueError where ``head``, the first bytes of a file about to be parsed as
+    text, are those of a compressed file: its name lacks the suffix (``.gz``, ``.bz2``) by
+    which the readers decompress it, and the parser would report its bytes as a bad label.
+
+    Parameters
+    ----------
+    path : str
+        The file (named in the message).
+    head : bytes
+        Its first bytes (6 suffice).
+    """
+    head = bytes(head[:6])
+    for magic, kind, suffix in _COMPRESSED_MAGIC:
+        if not head.startswith(magic) or (kind == "bzip2" and head[3:4] not in b"123456789"):
+            continue
+        what = "%s looks %s-compressed (it starts with the bytes %s)" % (path, kind,
+                                                                          magic.hex(" "))
+        if suffix is None:
+            raise ValueError("%s: decompress it first (only .gz and .bz2 files are decompressed "
+                             "as they are read)" % what)
+        raise ValueError("%s but its name does not end in %s: rename it to *%s (such files are "
+                         "decompressed as they are read) or decompress it"
+                         % (what, suffix, suffix))
+
+
 @contextlib.contextmanager
 def open_libsvm_buffer(path):
     """Yield the bytes of ``path`` as a buffer: memory-mapped, or decompressed for .gz/.bz2.
@@ -87,7 +119,8 @@ def open_libsvm_buffer(path):
     FileNotFoundError
         If the file does not exist.
     ValueError
-        If it is a pipe or a device, not a regular file.
+        If it is a pipe or a device, not a regular file, or if it is compressed but
+        its name does not say so (see :func:`check_not_compressed`).
     """
     path = _fspath(path)
     check_rereadable(path)
@@ -121,6 +154,7 @@ def open_libsvm_buffer(path):
         # does not keep it open.
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
+            check_not_compressed(path, mapped[:6])
             yield mapped
         finally:
             try:

@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .batchify import array_to_ndarray, check_batch_size, csr_row_range_to_ndarray
-from .libsvm import DECOMPRESSION_ERRORS, _as_path_list, _check_zero_based, decompression_error
+from .libsvm import (DECOMPRESSION_ERRORS, _as_path_list, _check_zero_based, check_not_compressed,
+                     decompression_error)
 from ._libsvm_parser import newlines_before, parse_libsvm_bytes, row_line_number
 from .prefetch import Prefetcher
 
@@ -24,7 +25,13 @@ def _open(path):
         return gzip.open(path, "rb")
     if lower.endswith(".bz2"):
         return bz2.open(path, "rb")
-    return open(path, "rb")
+    f = open(path, "rb")
+    try:
+        check_not_compressed(path, f.peek(6))
+    except ValueError:
+        f.close()
+        raise
+    return f
 
 
 class LibSVMStream:
