@@ -29,6 +29,7 @@ from ..data import csr_to_ndarray
 from ._context import available_context
 from ._data import is_libsvm_source, load_libsvm_source, warn_if_base_guessed
 from ._hyperparams import COMMON_CONSTRAINTS
+from ._optimizer_state import trainer_states
 from ._params import module_param_arrays
 from ._prediction import PredictionMixin
 from ._training import TrainingMixin
@@ -137,10 +138,13 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
                 setattr(self, name, value)
             self._random_state = check_random_state(self.random_state)
             self._no_improvement_count = 0
+            self.__dict__.pop("_pending_optimizer_states", None)  # a new fit, or a load
         self._ctx = ctx
         self._module = None
         self._module_params = module_params
-        self._trainer = None  # the optimizer state restarts after a load or unpickling
+        # The optimizer state restarts after a load; an unpickled copy finds the
+        # Trainer's state in _pending_optimizer_states (fit_trainer loads it).
+        self._trainer = None
         self._module_lock = threading.RLock()
 
     # ------------------------------------------------------------------ input
@@ -239,7 +243,22 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
             with self._module_lock:
                 state["_module_params"] = (self._module_params if self._module is None
                                            else module_param_arrays(self._module))
+                state.pop("_pending_optimizer_states", None)
+                states = self._optimizer_states_to_pickle()
+                if states is not None:
+                    state["_pending_optimizer_states"] = states
         return state
+
+    def _optimizer_states_to_pickle(self):
+        """The Trainer's state, for ``partial_fit`` on the copy to go on exactly (as
+        MLPClassifier pickles its optimizer); states not yet loaded into a Trainer (a
+        copy of a copy) pass on as they are."""
+        trainer = getattr(self, "_trainer", None)
+        if trainer is None:
+            return getattr(self, "_pending_optimizer_states", None)
+        if getattr(self, "_module_architecture", None) != self._architecture():
+            return None  # set_params changed the network: its next step starts afresh too
+        return trainer_states(trainer)
 
     def __setstate__(self, state):
         super().__setstate__(state)

@@ -169,7 +169,8 @@ def load(path, **params):
     -------
     BaseSparseNet
         The fitted estimator, ready to predict (and to continue training
-        with ``partial_fit`` or ``warm_start``; the optimizer state restarts).
+        with ``partial_fit`` or ``warm_start``; the optimizer state restarts:
+        a pickle keeps it, a model directory does not).
 
     Raises
     ------

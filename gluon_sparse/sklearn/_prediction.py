@@ -53,7 +53,9 @@ class PredictionMixin:
         trained parameters, as an unpickled copy would be, so that the estimator and its
         copies predict alike (scikit-learn's MLPs read ``activation`` at every predict)."""
         self._install_params(module_param_arrays(self._module))
-        self._trainer = None  # the optimizer's state belonged to the old network's parameters
+        # The optimizer's state belonged to the old network's parameters.
+        self._trainer = None
+        self.__dict__.pop("_pending_optimizer_states", None)
 
     def _install_params(self, arrays):
         """Build the network with the parameters ``arrays`` (``{name: numpy array}``) now."""

@@ -32,6 +32,7 @@ from ..optimizer import supports_deferred
 from ..optimizer.deferred import flush
 from ._context import parse_context
 from ._data import check_training_batch
+from ._optimizer_state import restore_trainer_states
 from ._params import first_nonfinite_param
 
 logger = logging.getLogger(__name__)
@@ -70,11 +71,13 @@ def registered_optimizer(name, alpha=0.0):
 def fit_trainer(estimator, module, optimizer, incremental):
     """The Trainer of a fit, set as ``estimator._trainer``.
 
-    ``partial_fit`` goes on with the one it has. ``fit`` builds a new one, as
-    MLPClassifier builds a new optimizer at every ``fit``: a warm-started fit
-    reads ``optimizer`` and ``learning_rate_init`` again and starts the
-    optimizer's state afresh (Adam's moments and bias correction).
+    ``partial_fit`` goes on with the one it has, or on an unpickled copy with
+    the state the pickle kept (:mod:`._optimizer_state`). ``fit`` builds a new
+    one, as MLPClassifier builds a new optimizer at every ``fit``: a
+    warm-started fit reads ``optimizer`` and ``learning_rate_init`` again and
+    starts the optimizer's state afresh (Adam's moments and bias correction).
     """
+    pending = estimator.__dict__.pop("_pending_optimizer_states", None)
     if estimator._trainer is not None:
         if incremental:
             return estimator._trainer
@@ -93,8 +96,11 @@ def fit_trainer(estimator, module, optimizer, incremental):
         # The standard update at lazy cost (any optimizer of the family): updates
         # of rows absent from a batch are replayed exactly when the rows are next read.
         options["deferred"] = True
-    estimator._trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
-    return estimator._trainer
+    trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
+    if incremental and pending is not None:
+        restore_trainer_states(trainer, pending)
+    estimator._trainer = trainer
+    return trainer
 
 
 def check_partial_fit_params(estimator, incremental):
