@@ -154,7 +154,8 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["train", HEART_SCALE, "--model-dir", "m", "--validation-fraction", "0.999"],
      "leaves none to train on"),
     (["train", HEART_SCALE, "--model-dir", "m", "--optimizer", "groupadagrad"],
-     "unknown optimizer 'groupadagrad'"),  # contrib's: 2-D weights only (a traceback)
+     # contrib's: 2-D weights only (a traceback)
+     "'groupadagrad' cannot train these networks: MXNet's GroupAdaGrad"),
     (["train", "multilabel.svm", "--model-dir", "m"], "train --multilabel"),
     (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--hidden", "linear"],
      "needs a hidden layer"),
@@ -165,9 +166,9 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     # MXNet's Adamax: 0 / 0 for a weight whose gradient is always 0 (a NaN model was saved;
     # then the run was refused only after its last epoch).
     (["train", HEART_SCALE, "--model-dir", "m", "--optimizer", "adamax", "--epochs", "1"],
-     "--optimizer adamax: MXNet's Adamax divides by its state u"),
+     "'adamax' cannot train these networks: MXNet's Adamax divides by its state u"),
     (["train", "--multilabel", "multilabel.svm", "--model-dir", "m", "--optimizer",
-      "sparseadamax"], "--optimizer sparseadamax: MXNet's Adamax divides"),
+      "sparseadamax"], "'sparseadamax' cannot train these networks: MXNet's Adamax divides"),
     # A flag of the other mode: it was accepted and ignored.
     (["train", HEART_SCALE, "--model-dir", "m", "--num-sampled", "8"],
      "--num-sampled applies to --multilabel training"),
@@ -830,3 +831,33 @@ def test_a_compressed_file_without_its_suffix_is_named_as_such(tmp_path, trained
     from gluon_sparse.data import LibSVMStream
     with pytest.raises(ValueError, match="data.txt looks %s-compressed" % kind):
         next(iter(LibSVMStream(str(tmp_path / "data.txt"), batch_size=10, num_features=13)))
+
+
+def test_the_optimizers_offered_are_those_accepted_and_each_trains(tmp_path, capsys):
+    """--help and the error listed adamax and sparseadamax, which train then refused."""
+    from gluon_sparse.cli import build_parser
+    train_help = next(action for action in build_parser()._subparsers._group_actions[0]
+                      .choices["train"]._actions if "--optimizer" in action.option_strings)
+    offered = train_help.help.split("one of ")[1].split(" (default")[0].split(", ")
+    for refused in ("adamax", "sparseadamax", "test", "groupadagrad"):
+        assert refused not in offered
+        assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "m"),
+                         "--optimizer", refused]) == 2
+        err = capsys.readouterr().err
+        assert "%r cannot train these networks" % refused in err, err
+        assert err.split("choose from ")[1].split(" (see")[0].split(", ") == offered
+    assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "m"), "--optimizer",
+                     "nosuch"]) == 2
+    assert capsys.readouterr().err.split("choose from ")[1].split(" (see")[0].split(", ") \
+        == offered
+    assert "sparseadam" in offered and "sgd" in offered and "adagrad" in offered
+    for name in offered:
+        assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / name),
+                         "--optimizer", name, "--epochs", "1", "--hidden", "4", "--quiet"]) == 0
+        assert load(tmp_path / name).optimizer == name
+    capsys.readouterr()
+    # The one combination the estimators refuse: before the data is read, in flags.
+    assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "m"), "--optimizer",
+                     "adagrad", "--alpha", "0.01"]) == 2
+    out, err = capsys.readouterr()
+    assert "data:" not in out and "--optimizer adagrad with --alpha 0.01" in err, err

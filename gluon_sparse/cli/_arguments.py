@@ -84,22 +84,38 @@ def context(text):
     return text
 
 
+# MXNet's Adamax (and gluon-sparse's, which follows it) has no epsilon in u, and the
+# command line cannot set one: its weights become NaN.
+_ADAMAX_REASON = ("MXNet's Adamax divides by its state u, which stays 0 for the features and "
+                  "units no gradient reaches, so their weights become NaN, and its epsilon "
+                  "cannot be set from the command line")
+
+
+def refused_optimizers():
+    """``{name: reason}`` of the registered MXNet optimizers ``train`` does not offer: those
+    the estimators refuse, and Adamax."""
+    from ..sklearn._training import UNUSABLE_OPTIMIZERS
+    refused = dict(UNUSABLE_OPTIMIZERS)
+    refused.update(adamax=_ADAMAX_REASON, sparseadamax=_ADAMAX_REASON)
+    return refused
+
+
 def optimizer_names():
-    """The MXNet optimizers one can train with (gluon-sparse's registered first)."""
+    """The MXNet optimizers ``train`` offers and accepts (sorted): every registered one
+    (gluon-sparse's too) but :func:`refused_optimizers`."""
     import mxnet as mx
 
-    from .. import optimizer  # noqa: F401  registers 'sparseadam'
-    # Those that cannot train these networks (MXNet's test optimizer, GroupAdaGrad)
-    # are neither offered nor accepted.
-    from ..sklearn._training import UNUSABLE_OPTIMIZERS
-    return sorted(set(mx.optimizer.Optimizer.opt_registry) - set(UNUSABLE_OPTIMIZERS))
+    from .. import optimizer  # noqa: F401  registers 'sparseadam' and the family
+    return sorted(set(mx.optimizer.Optimizer.opt_registry) - set(refused_optimizers()))
 
 
 def optimizer_name(text):
-    """A registered MXNet optimizer name, lower-cased."""
+    """One of :func:`optimizer_names`, lower-cased; an error naming them for another."""
     name = text.strip().lower()
     known = optimizer_names()
-    if name not in known:
-        raise argparse.ArgumentTypeError("unknown optimizer %r; choose from %s"
-                                         % (text, ", ".join(known)))
-    return name
+    if name in known:
+        return name
+    reason = refused_optimizers().get(name)
+    raise argparse.ArgumentTypeError("%s; choose from %s" % (
+        "%r cannot train these networks: %s" % (text, reason) if reason
+        else "unknown optimizer %r" % text, ", ".join(known)))

@@ -83,7 +83,9 @@ def build_parser():
     train.add_argument("--alpha", type=types.non_negative_float, default=0.0,
                        help="L2 penalty (default 0; > 0 makes every weight row move every step)")
     train.add_argument("--optimizer", type=types.optimizer_name, default="sparseadam",
-                       help="MXNet optimizer name (default sparseadam)")
+                       metavar="NAME",
+                       help="one of %s (default sparseadam; adagrad only with --alpha 0)"
+                            % ", ".join(types.optimizer_names()))
     train.add_argument("--ctx", type=types.context, default="cpu",
                        help="cpu, gpu or gpu:N (default cpu)")
     train.add_argument("--task", choices=("classification", "regression"),

@@ -101,13 +101,14 @@ def train(args):
 
 
 def check_optimizer(args):
-    """Refuse, before any work, an optimizer that cannot train these networks from here."""
-    if "adamax" in args.optimizer:
-        # Checked after training it would waste the run: the estimators refuse the NaN.
-        raise InputError("--optimizer %s: MXNet's Adamax divides by its state u, which stays 0 "
-                         "for the features and units no gradient reaches, so their weights "
-                         "become NaN, and its epsilon cannot be set from the command line; "
-                         "choose another optimizer (e.g. sparseadam)" % args.optimizer)
+    """Refuse, before any work, what the optimizer cannot train with: the names themselves
+    are checked by the parser (``--optimizer``)."""
+    if args.optimizer == "adagrad" and args.alpha > 0:
+        # The estimator refuses it too, but after the data is read, in its own words.
+        raise InputError("--optimizer adagrad with --alpha %g: MXNet's AdaGrad has no weight "
+                         "decay for the row_sparse gradient of the sparse first layer; use "
+                         "--optimizer sparseadagrad (AdaGrad with weight decay) or --alpha 0"
+                         % args.alpha)
 
 
 def _validation_fraction(args):
