@@ -861,3 +861,23 @@ def test_the_optimizers_offered_are_those_accepted_and_each_trains(tmp_path, cap
                      "adagrad", "--alpha", "0.01"]) == 2
     out, err = capsys.readouterr()
     assert "data:" not in out and "--optimizer adagrad with --alpha 0.01" in err, err
+
+
+def test_an_xc_file_without_multilabel_says_to_pass_it(tmp_path, trained, capsys):
+    """An extreme-classification file given to train without --multilabel: the parser's
+    "invalid feature '13'" on line 1 said nothing of the header or of --multilabel."""
+    _write(tmp_path / "xc.txt", "3 13 4\n0,1 0:1 3:0.5\n2 1:1\n3 2:1 4:1\n")
+    for command in (["train", str(tmp_path / "xc.txt"), "--model-dir", str(tmp_path / "m")],
+                    ["evaluate", str(tmp_path / "xc.txt"), "--model-dir", str(trained)]):
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "xc.txt, line 1: " in err, err
+        assert "extreme-classification header" in err and "train --multilabel" in err, err
+    assert not (tmp_path / "m").exists()
+    # Another parse error on line 1 gets no such hint.
+    _write(tmp_path / "bad.txt", "1 3:oops\n")
+    assert cli.main(["train", str(tmp_path / "bad.txt"), "--model-dir", str(tmp_path / "m")]) == 2
+    assert "--multilabel" not in capsys.readouterr().err
+    assert cli.main(["train", "--multilabel", str(tmp_path / "xc.txt"), "--model-dir",
+                     str(tmp_path / "m"), "--hidden", "4", "--epochs", "1", "--quiet",
+                     "--validation-fraction", "0"]) == 0
