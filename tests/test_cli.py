@@ -466,7 +466,9 @@ def test_predict_to_a_closed_pipe_exits_0_quietly(tmp_path, trained):
          % (sys.executable, trained)],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr  # pipefail: gluon-sparse's own status
-    assert result.stderr == ""
+    # Nothing but --proba's note of the columns (no BrokenPipeError, no traceback).
+    assert result.stderr.splitlines() == [
+        "INFO gluon_sparse.cli: columns of stdout: probabilities of classes -1, 1"]
     assert len(result.stdout.splitlines()) == 1 and len(result.stdout.split()) == 2
 
 
@@ -881,3 +883,21 @@ def test_an_xc_file_without_multilabel_says_to_pass_it(tmp_path, trained, capsys
     assert cli.main(["train", "--multilabel", str(tmp_path / "xc.txt"), "--model-dir",
                      str(tmp_path / "m"), "--hidden", "4", "--epochs", "1", "--quiet",
                      "--validation-fraction", "0"]) == 0
+
+
+def test_predict_proba_says_which_class_each_column_is(tmp_path, trained):
+    """--proba wrote one probability a class with nothing saying which class a column is;
+    the note goes to stderr, and the output keeps one row of numbers a sample."""
+    for out in ("p.txt", "-"):
+        result = _run_module("predict", HEART_SCALE, "--model-dir", str(trained), "--out", out,
+                             "--proba", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert ("columns of %s: probabilities of classes -1, 1"
+                % ("stdout" if out == "-" else out)) in result.stderr
+        text = result.stdout if out == "-" else (tmp_path / out).read_text()
+        rows = np.array([line.split() for line in text.splitlines()], dtype=float)
+        assert rows.shape == (270, 2)
+        np.testing.assert_allclose(rows.sum(axis=1), 1, atol=1e-5)
+    result = _run_module("predict", HEART_SCALE, "--model-dir", str(trained), "--out", "-",
+                         cwd=tmp_path)
+    assert result.returncode == 0 and "columns" not in result.stderr

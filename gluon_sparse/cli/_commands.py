@@ -1,9 +1,13 @@
 """``gluon-sparse predict``, ``evaluate`` and ``launch``."""
+import logging
+
 import numpy as np
 
 from . import _files, _multilabel
 from ._errors import InputError
 from ._metrics import format_metrics, metrics
+
+logger = logging.getLogger("gluon_sparse.cli")
 
 
 def predict(args):
@@ -28,6 +32,10 @@ def predict(args):
                          % (args.model_dir, type(model).__name__))
     X, _ = _files.load_for_model(args.data, model, check_labels=False)
     if args.proba:
+        # Said on stderr: the file keeps one row of numbers a sample.
+        logger.info("columns of %s: probabilities of classes %s",
+                    "stdout" if args.out == "-" else args.out,
+                    ", ".join(_files.format_label(label) for label in model.classes_))
         lines = (" ".join("%.6g" % p for p in row) for row in model.predict_proba(X))
     else:
         lines = (_files.format_label(value) if np.ndim(value) == 0

@@ -83,6 +83,10 @@ def main(argv=None):
     except SystemExit as exit_:  # argparse already printed its one-line error (or --version)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    cli_logger = logging.getLogger("gluon_sparse.cli")
+    if cli_logger.level == logging.NOTSET:
+        # The command line's own notes (INFO) show on stderr too; the library's stay quiet.
+        cli_logger.setLevel(logging.INFO)
     prog = "gluon-sparse %s" % args.command
     version_before = _model_version(args)
     try:

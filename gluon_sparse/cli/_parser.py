@@ -112,7 +112,7 @@ def build_parser():
     predict.add_argument("--out", required=True, help="output file ('-' for stdout)")
     predict.add_argument("--proba", action="store_true",
                          help="write the class probabilities (in the order of the model's "
-                              "classes) instead of labels")
+                              "classes, which a line on stderr names) instead of labels")
     predict.add_argument("--top-k", type=types.positive(int), default=None, metavar="K",
                          help="multi-label models: the K best labels a line, 'label:score ...' "
                               "(default for a multi-label model: 5, or all its labels if fewer)")
