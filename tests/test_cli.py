@@ -901,3 +901,42 @@ def test_predict_proba_says_which_class_each_column_is(tmp_path, trained):
     result = _run_module("predict", HEART_SCALE, "--model-dir", str(trained), "--out", "-",
                          cwd=tmp_path)
     assert result.returncode == 0 and "columns" not in result.stderr
+
+
+def test_predict_and_evaluate_take_the_index_base_of_a_python_model(tmp_path, trained, capsys,
+                                                                    caplog):
+    """A model trained on a matrix records no index base: the command line could only
+    guess it (and warn), with no flag to say it; a flag that contradicts a recorded base
+    is refused by name."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+    X = sp.random(60, 12, density=0.4, format="csr", random_state=1, dtype=np.float32).tolil()
+    X[:, 0] = 0  # a zero-based file without feature 0: 'auto' reads it one column off
+    X = X.tocsr()
+    X.eliminate_zeros()
+    y = np.arange(60) % 2
+    model = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2, random_state=0).fit(X, y)
+    model.save(tmp_path / "m")
+    dump_svmlight_file(X, y, str(tmp_path / "t.svm"), zero_based=True)
+    out = tmp_path / "p.txt"
+    with caplog.at_level("WARNING"):
+        assert cli.main(["predict", str(tmp_path / "t.svm"), "--model-dir", str(tmp_path / "m"),
+                         "--out", str(out), "--proba", "--zero-based", "true"]) == 0
+        assert cli.main(["evaluate", str(tmp_path / "t.svm"), "--model-dir", str(tmp_path / "m"),
+                         "--zero-based", "true"]) == 0
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.records
+    np.testing.assert_allclose(np.loadtxt(out), model.predict_proba(X), atol=1e-5)
+    printed = capsys.readouterr().out.split()
+    assert printed[printed.index("accuracy") + 1] == "%.4f" % model.score(X, y)
+    # The CLI's model records one-based (heart_scale): true contradicts it, false agrees.
+    for flag, accepted in (("true", False), ("false", True), ("auto", True)):
+        for command in (["evaluate", HEART_SCALE], ["predict", HEART_SCALE, "--out", str(out)]):
+            code = cli.main(command + ["--model-dir", str(trained), "--zero-based", flag])
+            assert code == (0 if accepted else 2)
+            if not accepted:
+                err = capsys.readouterr().err
+                assert ("--zero-based true contradicts the model in %s" % trained) in err, err
+                assert "one-based indices (--zero-based false)" in err, err
+    assert cli.main(["predict", HEART_SCALE, "--model-dir", str(trained), "--out", str(out),
+                     "--zero-based", "maybe"]) == 2
+    assert "--zero-based" in capsys.readouterr().err

@@ -209,3 +209,27 @@ def test_predict_top_k_does_not_read_the_files_labels(files, tmp_path):
     assert cli.main(["predict", "--model-dir", str(model_dir), str(signs), "--top-k", "3",
                      "--out", str(out_b)]) == 0
     assert out_a.read_text() == out_b.read_text() != ""
+
+
+def test_predict_and_evaluate_take_the_index_base_of_a_python_model(files, tmp_path, capsys):
+    """As single-label: --zero-based for a model that records no base, an error where it
+    contradicts the model's (the files model read its XC files zero-based)."""
+    d, Xt, _, model_dir = files
+    assert cli.main(["evaluate", str(d / "test.txt"), "--model-dir", str(model_dir),
+                     "--zero-based", "false"]) == 2
+    assert "--zero-based false contradicts the model" in capsys.readouterr().err
+    X = Xt.tolil()
+    X[:, 0] = 0
+    X = X.tocsr()
+    X.eliminate_zeros()
+    Y = [[i % 3] for i in range(X.shape[0])]
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=2, max_iter=1,
+                                       random_state=0).fit(X, Y)
+    model.save(tmp_path / "m")
+    _write(tmp_path / "t.txt", X, Y)  # zero-based, without feature 0
+    out = tmp_path / "p.txt"
+    assert cli.main(["predict", str(tmp_path / "t.txt"), "--model-dir", str(tmp_path / "m"),
+                     "--top-k", "2", "--out", str(out), "--zero-based", "true"]) == 0
+    labels, _ = model.predict_top_k(X, 2)
+    assert [[int(p.split(":")[0]) for p in line.split()]
+            for line in out.read_text().splitlines()] == labels.tolist()

@@ -18,11 +18,12 @@ def predict(args):
         raise InputError("--proba (class probabilities) and --top-k (the K best labels with "
                          "their scores) are two kinds of output; pass one")
     model = _files.load_model(args.model_dir)
+    zero_based = _files.index_base(model, args.zero_based, args.model_dir)
     if args.top_k is not None or _multilabel.is_multilabel_model(model):
         if args.proba:
             raise InputError("--proba is for single-label classifiers; predictions of a "
                              "multi-label model are 'label:score' lines (--top-k K)")
-        return _multilabel.predict_top_k(args, model)
+        return _multilabel.predict_top_k(args, model, zero_based)
     if args.proba and not hasattr(model, "predict_proba"):
         if hasattr(model, "classes_"):
             raise InputError("--proba needs class probabilities; %s holds a %s, which scores "
@@ -30,7 +31,7 @@ def predict(args):
                              % (args.model_dir, type(model).__name__))
         raise InputError("--proba needs a classification model; %s holds a %s"
                          % (args.model_dir, type(model).__name__))
-    X, _ = _files.load_for_model(args.data, model, check_labels=False)
+    X, _ = _files.load_for_model(args.data, model, zero_based, check_labels=False)
     if args.proba:
         # Said on stderr: the file keeps one row of numbers a sample.
         logger.info("columns of %s: probabilities of classes %s",
@@ -49,9 +50,10 @@ def evaluate(args):
     """Print the model's metrics on a labelled file; returns the exit status."""
     _files.check_readable(args.data)
     model = _files.load_model(args.model_dir)
+    zero_based = _files.index_base(model, args.zero_based, args.model_dir)
     if _multilabel.is_multilabel_model(model):
-        return _multilabel.evaluate(args, model)
-    X, y = _files.load_for_model(args.data, model)
+        return _multilabel.evaluate(args, model, zero_based)
+    X, y = _files.load_for_model(args.data, model, zero_based)
     classes = getattr(model, "classes_", None)
     if classes is not None:
         if classes.dtype.kind not in "iufb":

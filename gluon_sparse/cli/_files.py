@@ -206,16 +206,36 @@ def _describe_non_finite(paths):
     return "%s: a feature value is not a finite number" % ", ".join(map(str, paths))
 
 
-def load_for_model(path, model, check_labels=True):
-    """Read a file for a trained model: its width, and the index base of its training files
+def index_base(model, zero_based, model_dir):
+    """The index base to read a file for ``model`` with: the one it records (its training
+    files', saved by ``train`` or a fit on files), else ``zero_based`` (the ``--zero-based``
+    of predict and evaluate); InputError where the two contradict each other."""
+    recorded = getattr(model, "zero_based_", None)
+    if recorded is None:
+        return zero_based
+    if zero_based != "auto" and zero_based != recorded:
+        raise InputError("--zero-based %s contradicts the model in %s: it was trained on files "
+                         "read with %s-based indices (--zero-based %s); every column would be "
+                         "one off: leave the flag out" % (_flag(zero_based), model_dir,
+                                                          "zero" if recorded else "one",
+                                                          _flag(recorded)))
+    return recorded
+
+
+def _flag(zero_based):
+    return "true" if zero_based else "false"
+
+
+def load_for_model(path, model, zero_based, check_labels=True):
+    """Read a file for a trained model: its width, the index base :func:`index_base` gave
     (``check_labels=False`` for predictions, which do not use the labels)."""
     # 'auto' alone decides per file: a zero-based training file without
     # feature 0 reads as one-based, a test file with feature 0 as zero-based,
     # and every column would be shifted by one against the model's.
-    X, y, zero_based = load([path], n_features=model.n_features_in_,
-                            zero_based=getattr(model, "zero_based_", "auto"),
-                            check_labels=check_labels)
-    warn_if_base_guessed(model, X, zero_based, path)
+    X, y, resolved = load([path], n_features=model.n_features_in_, zero_based=zero_based,
+                          check_labels=check_labels)
+    if zero_based == "auto":
+        warn_if_base_guessed(model, X, resolved, path)
     return X, y
 
 
@@ -239,9 +259,8 @@ def warn_if_base_guessed(model, X, zero_based, path):
     if base_is_a_guess(model, X, zero_based):
         logger.warning("%s: the model was trained on a matrix (in Python), so this file's index "
                        "base is unknown; it was read as one-based (it has no feature 0). If its "
-                       "indices start at 0, every column is one off: predict in Python on "
-                       "gluon_sparse.data.load_libsvm(%r, zero_based=True, num_features=%d)"
-                       % (path, path, X.shape[1]))
+                       "indices start at 0, every column is one off: pass --zero-based true "
+                       "(--zero-based false reads it as one-based without this warning)" % path)
 
 
 def check_finite_weights(model):

@@ -45,13 +45,14 @@ def _load(paths, num_features=None, zero_based="auto", check_labels=True):
     return X, Y, zero_based
 
 
-def _load_for_model(path, model, check_labels=True):
-    """``(X, Y)`` of a file for ``model``; ``check_labels=False`` for predictions, which
-    do not use the labels (Y is None)."""
-    X, Y, zero_based = _load([path], num_features=model.n_features_in_,
-                             zero_based=getattr(model, "zero_based_", "auto"),
-                             check_labels=check_labels)
-    _files.warn_if_base_guessed(model, X, zero_based, path)
+def _load_for_model(path, model, zero_based, check_labels=True):
+    """``(X, Y)`` of a file for ``model``, read with the index base ``zero_based``
+    (:func:`._files.index_base`); ``check_labels=False`` for predictions, which do not use
+    the labels (Y is None)."""
+    X, Y, resolved = _load([path], num_features=model.n_features_in_, zero_based=zero_based,
+                           check_labels=check_labels)
+    if zero_based == "auto":
+        _files.warn_if_base_guessed(model, X, resolved, path)
     return X, Y
 
 
@@ -152,7 +153,7 @@ def train(args):
     return 0
 
 
-def predict_top_k(args, model):
+def predict_top_k(args, model, zero_based):
     """``gluon-sparse predict --top-k K``: one line a row, ``label:score ...`` (without
     ``--top-k``: the model's 5 best labels, or all of them where it has fewer)."""
     k = args.top_k
@@ -163,7 +164,7 @@ def predict_top_k(args, model):
         k = min(_DEFAULT_TOP_K, model.n_outputs_)
     elif k > model.n_outputs_:
         raise InputError("--top-k %d is more than the model's %d labels" % (k, model.n_outputs_))
-    X, _ = _load_for_model(args.data, model, check_labels=False)
+    X, _ = _load_for_model(args.data, model, zero_based, check_labels=False)
     labels, scores = model.predict_top_k(X, k)
     lines = (" ".join("%s:%.6g" % (_files.format_label(label), score)
                       for label, score in zip(row_labels, row_scores))
@@ -173,9 +174,10 @@ def predict_top_k(args, model):
     return 0
 
 
-def evaluate(args, model):
-    """``gluon-sparse evaluate`` of a multi-label model: P@1/3/5 and nDCG@1/3/5."""
-    X, Y = _load_for_model(args.data, model)
+def evaluate(args, model, zero_based):
+    """``gluon-sparse evaluate`` of a multi-label model: P@1/3/5 and nDCG@1/3/5 (the file
+    read with the index base ``zero_based``)."""
+    X, Y = _load_for_model(args.data, model, zero_based)
     if Y.nnz == 0:
         # As single-label evaluate refuses a file without labels: every P@k would be 0.
         raise InputError("%s: no row has a label; evaluate needs each row's true labels "

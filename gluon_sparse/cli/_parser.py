@@ -28,6 +28,17 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
+def _add_zero_based(command):
+    """predict's and evaluate's ``--zero-based``: for a model that records no index base."""
+    command.add_argument("--zero-based", type=types.zero_based, default="auto",
+                         metavar="{auto,true,false}",
+                         help="index base of DATA where the model records none (one trained "
+                              "in Python on a matrix): 'auto' (default) guesses as train "
+                              "does, with a warning where the file does not settle it. A model "
+                              "trained on files reads DATA with their base; a value that "
+                              "contradicts it is an error")
+
+
 def build_parser():
     """The ``gluon-sparse`` argument parser (subcommands train, predict, evaluate, launch).
 
@@ -116,12 +127,14 @@ def build_parser():
     predict.add_argument("--top-k", type=types.positive(int), default=None, metavar="K",
                          help="multi-label models: the K best labels a line, 'label:score ...' "
                               "(default for a multi-label model: 5, or all its labels if fewer)")
+    _add_zero_based(predict)
     predict.set_defaults(handler=_commands.predict)
 
     evaluate = commands.add_parser("evaluate", help="report metrics on labelled data",
                                    description="Score a trained model on a labelled LibSVM file.")
     evaluate.add_argument("data", metavar="DATA", help="LibSVM file")
     evaluate.add_argument("--model-dir", required=True, help="directory written by train")
+    _add_zero_based(evaluate)
     evaluate.set_defaults(handler=_commands.evaluate)
 
     launch_help = "start a distributed job (scheduler, servers, workers)"
