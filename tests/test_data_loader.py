@@ -10,7 +10,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from gluon_sparse.data import (BatchSampler, CSRDataset, LibSVMDataset, PartitionSampler,
-                               SparseDataLoader, SparseNDArrayIter, load_libsvm)
+                               SparseDataLoader, SparseNDArrayIter, csr_to_ndarray, load_libsvm)
+from gluon_sparse.data.batchify import array_to_ndarray, stack_samples
 
 HEART_SCALE = "/work/shared/data/heart_scale"
 
@@ -349,3 +350,56 @@ def test_leaving_an_epoch_early_stops_the_batches_being_built(prefetch, num_work
     assert not [t for t in threading.enumerate() if t.name.startswith("gluon-sparse")]
     # And the next epoch runs in full.
     assert sum(x.shape[0] for x, _ in loader) == 120
+
+
+def test_arrays_in_the_other_byte_order_give_their_values():
+    """'>f4' data and '>f8' labels (a .npy file from a big-endian machine): MXNet reads
+    bytes in this machine's order, so they are converted, never passed through."""
+    values = np.array([1.5, 2.0, -3.0], dtype=">f4")
+    X = sp.csr_matrix((values, np.array([0, 2, 1]), np.array([0, 2, 3])), shape=(2, 3))
+    expected = X.astype(np.float32).toarray()
+    np.testing.assert_array_equal(csr_to_ndarray(X).asnumpy(), expected)
+    np.testing.assert_array_equal(
+        array_to_ndarray(np.array([1.5, 2.0], ">f8")).asnumpy(), [1.5, 2.0])
+    dataset = CSRDataset(X, np.array([1.0, 0.0], ">f8"))
+    (data, label), = list(SparseDataLoader(dataset, batch_size=2))
+    np.testing.assert_array_equal(data.asnumpy(), expected)
+    np.testing.assert_array_equal(label.asnumpy(), [1.0, 0.0])
+
+
+@pytest.mark.parametrize("sampler", [[-5, -4], [-3, -2, -1], [4, -1, 0], [-1]])
+def test_negative_sampler_indices_count_from_the_end_as_dataset_items_do(sampler):
+    X = sp.csr_matrix(np.arange(100.0, 105.0, dtype=np.float32)[:, None])
+    dataset = CSRDataset(X, np.arange(5.0))
+    (data, label), = list(SparseDataLoader(dataset, batch_size=len(sampler), sampler=sampler,
+                                           prefetch=0))
+    expected = [dataset[i] for i in sampler]  # Gluon's item access, Python's indexing
+    np.testing.assert_array_equal(data.asnumpy().ravel(),
+                                  [row.toarray()[0, 0] for row, _ in expected])
+    np.testing.assert_array_equal(label.asnumpy(), [lab for _, lab in expected])
+
+
+@pytest.mark.parametrize("sampler", [[5], [4, 5], [0, 7], [-6], [-6, -5]])
+def test_an_out_of_range_sampler_index_is_named(sampler):
+    X = sp.csr_matrix(np.arange(1.0, 6.0, dtype=np.float32)[:, None])
+    dataset = CSRDataset(X, np.arange(5.0))
+    bad = next(i for i in sampler if not -5 <= i < 5)
+    with pytest.raises(IndexError, match=r"row %d is out of range for a matrix of 5 rows" % bad):
+        list(SparseDataLoader(dataset, batch_size=len(sampler), sampler=sampler, prefetch=0))
+
+
+def test_duplicate_columns_in_a_row_are_summed_into_mxnets_csr_format():
+    """A scipy matrix built from its parts may hold a column twice in a row; MXNet's CSR
+    may not (its format check fails, and densifying keeps one of the values)."""
+    X = sp.csr_matrix((np.array([2.0, 1.0, 3.0, 4.0], np.float32), np.array([0, 2, 2, 1]),
+                       np.array([0, 3, 4])), shape=(2, 3))
+    expected = X.toarray()  # scipy sums duplicates
+    dataset = CSRDataset(X, np.zeros(2))
+    assert X.indices.tolist() == [0, 2, 2, 1]  # the caller's matrix is left as it was
+    for sampler in ([0, 1], [1, 0]):  # the contiguous and the gathered path
+        (data, _), = list(SparseDataLoader(dataset, batch_size=2, sampler=sampler, prefetch=0))
+        data.check_format(full_check=True)
+        np.testing.assert_array_equal(data.asnumpy(), expected[sampler])
+    batch = stack_samples([(X[0], 0.0), (X[1], 1.0)])[0]
+    batch.check_format(full_check=True)
+    np.testing.assert_array_equal(batch.asnumpy(), expected)

@@ -57,6 +57,9 @@ _CSR_HEADER = struct.Struct("<Ii" "iq" "iqq" "ii" "i" "iiq" "iiq")
 
 
 def _type_flag(dtype):
+    if not np.dtype(dtype).isnative:  # MXNet would read the bytes in its own order
+        raise TypeError("numpy dtype %s is not in this machine's byte order: convert it first "
+                        "(array.astype(array.dtype.newbyteorder('=')))" % np.dtype(dtype).str)
     flag = _DTYPE_NP_TO_MX.get(np.dtype(dtype).type)
     if flag is None:
         raise TypeError("MXNet has no NDArray type for numpy dtype %s" % np.dtype(dtype))

@@ -35,12 +35,18 @@ def array_to_ndarray(array, ctx=None):
     -------
     mxnet.nd.NDArray
     """
+    array = _native_byte_order(np.asarray(array))
     result = dense_from_numpy(array)
     if result is None:
         result = mx.nd.from_numpy(np.array(array, order="C", copy=True), zero_copy=True)
     if ctx is not None and ctx != result.context:
         result = result.as_in_context(ctx)
     return result
+
+
+def _native_byte_order(array):
+    """``array``, converted where its dtype is in the other byte order ('>f8' here)."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def csr_to_ndarray(matrix, dtype=None, ctx=None):
@@ -80,7 +86,9 @@ def csr_parts_to_ndarray(values, indices, indptr, shape, dtype=None, ctx=None, r
     ``indptr[0]`` must equal ``row_offset``, which is subtracted from every
     row pointer (for rows sliced out of a larger matrix without a copy).
     """
-    dtype = np.dtype(dtype or values.dtype)
+    # MXNet's arrays are in the machine's byte order: '>f4' values (a .npy file
+    # from a big-endian machine) are converted as they are copied.
+    dtype = np.dtype(dtype or values.dtype).newbyteorder("=")
     ctx = ctx or mx.context.current_context()
     if ctx != mx.cpu():  # a GPU, pinned memory or another CPU device id: built on cpu(0)
         return csr_parts_to_ndarray(values, indices, indptr, shape, dtype, mx.cpu(),
@@ -217,6 +225,19 @@ def check_batch_size(batch_size, num_features):
     return largest
 
 
+def _checked_rows(indices, num_rows):
+    """Row indices as int64, negative ones counted from the end (as ``dataset[-1]``);
+    an IndexError naming the first index outside ``[-num_rows, num_rows)``."""
+    indices = np.asarray(indices, dtype=np.int64)
+    bad = np.flatnonzero((indices < -num_rows) | (indices >= num_rows))
+    if bad.size:
+        raise IndexError("row %d is out of range for a matrix of %d rows"
+                         % (indices[bad[0]], num_rows))
+    if indices.size and indices.min() < 0:
+        indices = np.where(indices < 0, indices + num_rows, indices)
+    return indices
+
+
 def _is_contiguous(indices):
     n = len(indices)
     return (n > 0 and indices[-1] - indices[0] == n - 1
@@ -259,13 +280,13 @@ class CSRBatchify:
 
     def rows(self, indices):
         """The scipy CSR matrix of the given rows, in order."""
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = _checked_rows(indices, self.data.shape[0])
         if _is_contiguous(indices):
             return self.data[int(indices[0]):int(indices[-1]) + 1]
         return self.data[indices]
 
     def __call__(self, indices, ctx=None):
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = _checked_rows(indices, self.data.shape[0])
         if _is_contiguous(indices):
             start, stop = int(indices[0]), int(indices[-1]) + 1
             data = csr_row_range_to_ndarray(self.data, start, stop, self.dtype, ctx)
@@ -297,7 +318,7 @@ def stack_samples(samples, num_features=None, dtype=None):
     matrix = sp.vstack(rows, format="csr")
     if num_features is not None and matrix.shape[1] != num_features:
         raise ValueError("samples have %d features, expected %d" % (matrix.shape[1], num_features))
-    matrix.sort_indices()
+    matrix.sum_duplicates()  # MXNet's CSR: each column once a row, ascending
     dtype = np.dtype(dtype or (matrix.dtype if matrix.dtype.kind == "f" else np.float32))
     data = csr_to_ndarray(matrix, dtype)
     if all(label is None for label in labels):

@@ -36,9 +36,12 @@ def _to_csr(data):
         csr = sp.csr_matrix(array)
     if csr.dtype.kind != "f":
         csr = csr.astype(np.float32)
-    if not csr.has_sorted_indices:
-        csr = csr.copy() if csr is data else csr  # never reorder the caller's matrix
-        csr.sort_indices()
+    if not csr.has_canonical_format:
+        # MXNet's CSR holds each column at most once a row, in ascending order
+        # (a batch with "3:1 3:2" fails its format check and reads as 3:2 when
+        # made dense); duplicates are summed, as scipy's own products count them.
+        csr = csr.copy() if csr is data else csr  # never change the caller's matrix
+        csr.sum_duplicates()
     return csr
 
 
@@ -48,8 +51,10 @@ class CSRDataset(Dataset):
     Parameters
     ----------
     data : scipy.sparse matrix, numpy.ndarray, CSRNDArray or NDArray
-        Samples as rows; converted to CSR with sorted indices (integer data
-        becomes float32). A CSR matrix with sorted indices is used without a copy.
+        Samples as rows; converted to CSR with sorted indices, a column at most
+        once a row (duplicates summed, as scipy's products count them; integer
+        data becomes float32). A CSR matrix already in that form is used
+        without a copy; the caller's matrix is never changed.
     label : array-like, optional
         One label (shape ``(n,)``) or label vector (``(n, k)``) per row.
 
