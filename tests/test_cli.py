@@ -138,7 +138,6 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
     (["train", "--model-dir", "m", "--bogus"], "--bogus"),
     (["train", HEART_SCALE], "--model-dir"),
     (["predict", HEART_SCALE, "--model-dir", "nowhere", "--out", "p.txt"], "nowhere"),
-    (["evaluate", "wide.svm", "--model-dir", "model"], "wide.svm"),
     (["frobnicate"], "frobnicate"),
     # Flags that passed the parser once and failed after the data was read.
     (["train", "--model-dir", "m", "--seed", "-1"], "--seed"),
@@ -175,7 +174,6 @@ def test_default_job_learns_and_ends_with_one_summary_line(tmp_path):
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, args, message):
     (tmp_path / "bad.svm").write_text("1 1:0.5 2:0.25\n+1 3:oops\n")
-    (tmp_path / "wide.svm").write_text("1 1:0.5 99:1\n")
     (tmp_path / "nanlabel.svm").write_text("1 1:0.5\nnan 2:1\n-1 3:1\n")
     (tmp_path / "biglabel.svm").write_text("1 1:0.5\n1e39 2:1\n-1 3:1\n")
     (tmp_path / "floatlabel.svm").write_text("1 1:0.5\n2.25 2:1\n-1 3:1\n")
@@ -940,3 +938,57 @@ def test_predict_and_evaluate_take_the_index_base_of_a_python_model(tmp_path, tr
     assert cli.main(["predict", HEART_SCALE, "--model-dir", str(trained), "--out", str(out),
                      "--zero-based", "maybe"]) == 2
     assert "--zero-based" in capsys.readouterr().err
+
+
+def _with_unseen_feature(path, lines, index):
+    """``lines`` with feature ``index`` appended to every other one (a word training never
+    saw): half the rows, one value each."""
+    return _write(path, "".join(line + (" %d:1\n" % index if i % 2 else "\n")
+                                for i, line in enumerate(lines)))
+
+
+def _beyond_width_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if "beyond the model's" in r.getMessage()]
+
+
+def test_features_beyond_the_models_width_are_ignored_with_one_warning(tmp_path, trained,
+                                                                       capsys, caplog):
+    """A test file with a feature index past the training files' ('feature index 20 is out
+    of range for num_features=13') could not be predicted on, evaluated or used as --test:
+    as LIBLINEAR's predict, such features (never seen in training) are dropped, with one
+    warning a file."""
+    lines = open(HEART_SCALE).read().splitlines()
+    test = _with_unseen_feature(tmp_path / "te.txt", lines[200:], 20)
+    X, y = load_svmlight_file(HEART_SCALE)
+    model = load(trained)
+    expected = ("te.txt: 35 values in 35 of 70 rows have feature indices beyond the model's 13 "
+                "features (one-based indices 1..13; the largest here is 20): they are ignored, "
+                "as features the training never saw")
+    out = tmp_path / "p.txt"
+    with caplog.at_level("WARNING"):
+        assert cli.main(["predict", str(test), "--model-dir", str(trained), "--out", str(out),
+                         "--proba"]) == 0
+        assert [w.split("/")[-1] for w in _beyond_width_warnings(caplog)] == [expected]
+        np.testing.assert_allclose(np.loadtxt(out), model.predict_proba(X[200:]), atol=1e-5)
+        caplog.clear()
+        capsys.readouterr()
+        assert cli.main(["evaluate", str(test), "--model-dir", str(trained)]) == 0
+        assert len(_beyond_width_warnings(caplog)) == 1
+        printed = capsys.readouterr().out.split()
+        assert printed[printed.index("accuracy") + 1] == "%.4f" % model.score(X[200:], y[200:])
+        caplog.clear()
+        _write(tmp_path / "tr.txt", "\n".join(lines[:200]) + "\n")
+        assert cli.main(["train", str(tmp_path / "tr.txt"), "--test", str(test), "--model-dir",
+                         str(tmp_path / "m")] + FAST) == 0
+        assert [w.split("/")[-1] for w in _beyond_width_warnings(caplog)] == [expected]
+        # A zero-based model names its width and the index as its files write them.
+        caplog.clear()
+        assert cli.main(["train", HEART_SCALE, "--zero-based", "true", "--model-dir",
+                         str(tmp_path / "z")] + FAST) == 0
+        assert cli.main(["evaluate", str(test), "--model-dir", str(tmp_path / "z")]) == 0
+        assert "beyond the model's 14 features (zero-based indices 0..13; the largest here is " \
+               "20)" in _beyond_width_warnings(caplog)[0]
+        # A file within the width: no warning.
+        caplog.clear()
+        assert cli.main(["evaluate", HEART_SCALE, "--model-dir", str(trained)]) == 0
+        assert not _beyond_width_warnings(caplog)

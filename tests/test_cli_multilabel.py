@@ -233,3 +233,38 @@ def test_predict_and_evaluate_take_the_index_base_of_a_python_model(files, tmp_p
     labels, _ = model.predict_top_k(X, 2)
     assert [[int(p.split(":")[0]) for p in line.split()]
             for line in out.read_text().splitlines()] == labels.tolist()
+
+
+def test_features_beyond_the_models_width_are_ignored_with_one_warning(files, tmp_path, capsys,
+                                                                       caplog):
+    """As single-label: a test file's features past the model's width (never seen in
+    training) are dropped with a warning; predictions and metrics are those without them.
+    Label ids beyond the model's are a different matter (a miss, as before)."""
+    d, Xt, Yt, model_dir = files
+    model = load(model_dir)
+    width = model.n_features_in_
+    rows = (d / "test.txt").read_text().splitlines()
+    wide = tmp_path / "wide.txt"
+    wide.write_text("".join(row + (" %d:1\n" % (width + 5) if i < 10 else "\n")
+                            for i, row in enumerate(rows)))
+    out = tmp_path / "top.txt"
+    with caplog.at_level("WARNING"):
+        assert cli.main(["predict", str(wide), "--model-dir", str(model_dir), "--top-k", "3",
+                         "--out", str(out)]) == 0
+        assert cli.main(["evaluate", str(wide), "--model-dir", str(model_dir)]) == 0
+        assert cli.main(["train", "--multilabel", str(d / "train.txt"), "--test", str(wide),
+                         "--model-dir", str(tmp_path / "m"), "--epochs", "1", "--hidden", "4",
+                         "--num-sampled", "2", "--quiet"]) == 0
+    said = [r.getMessage() for r in caplog.records if "beyond the model's" in r.getMessage()]
+    assert len(said) == 3, said
+    assert ("wide.txt: 10 values in 10 of %d rows have feature indices beyond the model's %d "
+            "features (zero-based indices 0..%d; the largest here is %d)"
+            % (len(rows), width, width - 1, width + 5)) in said[0]
+    labels, _ = model.predict_top_k(Xt, 3)
+    assert [[int(p.split(":")[0]) for p in line.split()]
+            for line in out.read_text().splitlines()] == labels.tolist()
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(d / "test.txt"), "--model-dir", str(model_dir)]) == 0
+    same = capsys.readouterr().out.split("samples")[1]
+    assert cli.main(["evaluate", str(wide), "--model-dir", str(model_dir)]) == 0
+    assert capsys.readouterr().out.split("samples")[1] == same

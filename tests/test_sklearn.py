@@ -355,14 +355,56 @@ def test_early_stopping_bookkeeping_is_mlpclassifiers():
     assert clf.best_loss_ == min(clf.loss_curve_[3:])
 
 
-def test_prediction_input_wider_than_model_is_rejected(tmp_path):
+def test_a_files_features_beyond_the_width_are_dropped_but_a_wider_matrix_refused(tmp_path,
+                                                                                   caplog):
+    """A test file with features the training never saw (indices past the model's width)
+    was refused; as LIBLINEAR's predict, their values are dropped, with one warning a file.
+    A matrix of another width is refused, as scikit-learn refuses it; so is a training file
+    (partial_fit) past the width."""
+    from gluon_sparse.sklearn import SparseMultiLabelClassifier
     clf = SparseMLPClassifier(hidden_layer_sizes=(4,), max_iter=2).fit(HEART_SCALE)
+    lines = open(HEART_SCALE).read().splitlines(keepends=True)
+    (tmp_path / "head.svm").write_text("".join(lines[:100]))
     wide = tmp_path / "wide.svm"
-    wide.write_text("1 3:0.5 20:1\n-1 1:1\n")
-    with pytest.raises(ValueError, match="wide.svm"):
-        clf.predict(str(wide))
+    wide.write_text("".join(line.rstrip("\n") + (" 20:1 31:2\n" if i < 7 else "\n")
+                            for i, line in enumerate(lines[100:])))
+    X, y = load_svmlight_file(HEART_SCALE, dtype=np.float32)
+    with caplog.at_level("WARNING", logger="gluon_sparse"):
+        np.testing.assert_array_equal(clf.predict_proba(str(wide)), clf.predict_proba(X[100:]))
+        assert clf.score(str(wide)) == clf.score(X[100:], y[100:])
+        both = clf.predict_proba([str(tmp_path / "head.svm"), str(wide)])
+    np.testing.assert_array_equal(both, clf.predict_proba(X))
+    said = [r.getMessage() for r in caplog.records if "beyond the model's" in r.getMessage()]
+    # One a call, naming only the file with such features (not head.svm).
+    assert len(said) == 3 and all(message.startswith(str(wide)) for message in said), said
+    assert said[0] == ("%s: 14 values in 7 of 170 rows have feature indices beyond the model's "
+                       "13 features (one-based indices 1..13; the largest here is 31): they "
+                       "are ignored, as features the training never saw" % wide)
     with pytest.raises(ValueError, match="13 features"):
         clf.predict(np.zeros((2, 20)))
+    with pytest.raises(ValueError, match=r"wide\.svm, line 1: feature index 20 is out of range"):
+        clf.partial_fit(str(wide), y[100:])
+    multilabel = SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=1, max_iter=1,
+                                            random_state=0).fit(X, y)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gluon_sparse"):
+        np.testing.assert_array_equal(multilabel.predict_top_k(str(wide), 1)[1],
+                                      multilabel.predict_top_k(X[100:], 1)[1])
+    assert len([r for r in caplog.records if "beyond the model's" in r.getMessage()]) == 1
+    with pytest.raises(ValueError, match="13 features"):
+        multilabel.predict(np.zeros((2, 20)))
+
+
+def test_a_file_within_the_models_width_is_not_copied():
+    """Read at its own width and given the model's: the arrays the parser filled, kept."""
+    from gluon_sparse.data import load_libsvm
+    from gluon_sparse.data._model_width import to_model_width
+    X, _ = load_libsvm(HEART_SCALE)
+    for width in (13, 20):
+        fitted = to_model_width(X, width, [HEART_SCALE], False)
+        assert fitted.shape == (270, width)
+        for name in ("data", "indices", "indptr"):
+            assert np.shares_memory(getattr(fitted, name), getattr(X, name)), name
 
 
 def test_same_random_state_same_predictions_different_differs():

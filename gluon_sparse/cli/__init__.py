@@ -14,7 +14,9 @@
     Start a distributed job (see :mod:`gluon_sparse.distributed.launcher`).
 
 predict, evaluate and ``train --test`` read their file with the training
-files' index base, never with 'auto' afresh: column j means one feature.
+files' index base, never with 'auto' afresh: column j means one feature. Its
+features beyond the model's width, which the training never saw, are ignored
+with one warning, as LIBLINEAR's predict ignores them.
 
 Every check that can fail (flags, files readable, the model directory usable)
 runs before the first epoch. Bad input ends with exit status 2 and one line on

@@ -48,6 +48,13 @@ def check_model_dir(path):
                          % (path, err.strerror or err)) from None
 
 
+def to_model_width(X, width, paths, zero_based):
+    """``X``, read at its own width, at the model's ``width``: the values of features beyond
+    it dropped, with a warning for each file that has some."""
+    from ..data._model_width import to_model_width as fit_width
+    return fit_width(X, width, paths, zero_based)
+
+
 def load(paths, n_features=None, zero_based="auto", check_labels=True):
     """Read LibSVM files: ``(X, y, zero_based)``, the last the index base used.
 
@@ -227,16 +234,19 @@ def _flag(zero_based):
 
 
 def load_for_model(path, model, zero_based, check_labels=True):
-    """Read a file for a trained model: its width, the index base :func:`index_base` gave
-    (``check_labels=False`` for predictions, which do not use the labels)."""
+    """Read a file for a trained model: with the index base :func:`index_base` gave, at the
+    model's width (``check_labels=False`` for predictions, which do not use the labels).
+
+    Features beyond the width, which the training never saw, are dropped with a warning
+    (:func:`to_model_width`), as LIBLINEAR's predict drops them.
+    """
     # 'auto' alone decides per file: a zero-based training file without
     # feature 0 reads as one-based, a test file with feature 0 as zero-based,
     # and every column would be shifted by one against the model's.
-    X, y, resolved = load([path], n_features=model.n_features_in_, zero_based=zero_based,
-                          check_labels=check_labels)
+    X, y, resolved = load([path], zero_based=zero_based, check_labels=check_labels)
     if zero_based == "auto":
         warn_if_base_guessed(model, X, resolved, path)
-    return X, y
+    return to_model_width(X, model.n_features_in_, [path], resolved), y
 
 
 def unseen_labels_note(y, classes):

@@ -49,11 +49,10 @@ def _load_for_model(path, model, zero_based, check_labels=True):
     """``(X, Y)`` of a file for ``model``, read with the index base ``zero_based``
     (:func:`._files.index_base`); ``check_labels=False`` for predictions, which do not use
     the labels (Y is None)."""
-    X, Y, resolved = _load([path], num_features=model.n_features_in_, zero_based=zero_based,
-                           check_labels=check_labels)
+    X, Y, resolved = _load([path], zero_based=zero_based, check_labels=check_labels)
     if zero_based == "auto":
         _files.warn_if_base_guessed(model, X, resolved, path)
-    return X, Y
+    return _files.to_model_width(X, model.n_features_in_, [path], resolved), Y
 
 
 def _label_ids(model, labels):
@@ -113,7 +112,8 @@ def train(args):
     print("data: %s: %d samples x %d features, %d labels (%.2f a sample)"
           % (", ".join(args.data), X.shape[0], X.shape[1], Y.shape[1], Y.nnz / X.shape[0]))
     if args.test:
-        X_test, Y_test, _ = _load([args.test], num_features=X.shape[1], zero_based=zero_based)
+        X_test, Y_test, test_base = _load([args.test], zero_based=zero_based)
+        X_test = _files.to_model_width(X_test, X.shape[1], [args.test], test_base)
     else:
         fraction = 0.2 if args.validation_fraction is None else args.validation_fraction
         order = np.random.default_rng(args.seed).permutation(X.shape[0])

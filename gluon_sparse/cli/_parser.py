@@ -28,6 +28,11 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
 
 
+# predict's and evaluate's DATA, as LIBLINEAR's predict reads a test file.
+_UNSEEN_FEATURES_HELP = ("Features with an index beyond the model's width, which the training "
+                         "never saw, are ignored, with one warning naming how many")
+
+
 def _add_zero_based(command):
     """predict's and evaluate's ``--zero-based``: for a model that records no index base."""
     command.add_argument("--zero-based", type=types.zero_based, default="auto",
@@ -118,7 +123,7 @@ def build_parser():
     predict.add_argument("data", metavar="DATA",
                          help="LibSVM file (each line starts with a label, any number, e.g. 0 "
                               "or nan: it is not used; for a multi-label model, label ids "
-                              "'3,17' or nothing)")
+                              "'3,17' or nothing). %s" % _UNSEEN_FEATURES_HELP)
     predict.add_argument("--model-dir", required=True, help="directory written by train")
     predict.add_argument("--out", required=True, help="output file ('-' for stdout)")
     predict.add_argument("--proba", action="store_true",
@@ -132,7 +137,8 @@ def build_parser():
 
     evaluate = commands.add_parser("evaluate", help="report metrics on labelled data",
                                    description="Score a trained model on a labelled LibSVM file.")
-    evaluate.add_argument("data", metavar="DATA", help="LibSVM file")
+    evaluate.add_argument("data", metavar="DATA",
+                          help="labelled LibSVM file. %s" % _UNSEEN_FEATURES_HELP)
     evaluate.add_argument("--model-dir", required=True, help="directory written by train")
     _add_zero_based(evaluate)
     evaluate.set_defaults(handler=_commands.evaluate)

@@ -139,8 +139,8 @@ def _training_data(args):
 def _split(args, X, y, zero_based, fraction, classify):
     """``(X_train, y_train, X_test, y_test, description of the held-out data)``."""
     if args.test:
-        X_test, y_test, _ = _files.load([args.test], n_features=X.shape[1],
-                                        zero_based=zero_based)
+        X_test, y_test, test_base = _files.load([args.test], zero_based=zero_based)
+        X_test = _files.to_model_width(X_test, X.shape[1], [args.test], test_base)
         return X, y, X_test, y_test, args.test
     if fraction == 0:
         return X, y, None, None, None

@@ -421,6 +421,16 @@ def _check_finite(paths, chunks):
                              % (path, _line_of_row(path, row), what))
 
 
+def rows_per_file(paths):
+    """The number of data rows of each of ``paths`` (an XC header is not one): where each
+    file's rows start in what :func:`load_libsvm` or ``load_multilabel`` read from them."""
+    counts = []
+    for path in _as_path_list(paths):
+        with _data_rows(path) as (body, _):
+            counts.append(count_rows(body))
+    return counts
+
+
 def locate_row(paths, row):
     """The file and line of row ``row`` of what :func:`load_libsvm` read from ``paths``.
 
@@ -451,10 +461,7 @@ def locate_row(paths, row):
     ('b.libsvm', 23)
     """
     paths = _as_path_list(paths)
-    counts = []
-    for path in paths:
-        with _data_rows(path) as (body, _):
-            counts.append(count_rows(body))
+    counts = rows_per_file(paths)
     total = sum(counts)
     if not -total <= row < total:
         raise IndexError("row %d is out of range: %s hold %d rows"

@@ -25,9 +25,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
 from . import _persistence
-from ..data import csr_to_ndarray
+from ..data import LibSVMDataset, csr_to_ndarray
+from ..data._model_width import to_model_width
 from ._context import available_context
-from ._data import is_libsvm_source, load_libsvm_source, warn_if_base_guessed
+from ._data import is_libsvm_source, libsvm_paths, load_libsvm_source, warn_if_base_guessed
 from ._hyperparams import COMMON_CONSTRAINTS
 from ._optimizer_state import trainer_states
 from ._params import module_param_arrays
@@ -157,12 +158,23 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         alone decides per file: a zero-based training file without feature 0
         would be read as one-based, a test file with feature 0 as zero-based.)
         ``labels=False``: the caller does not use the labels (prediction).
+
+        Files read for prediction or scoring (``training=False``) may have features
+        beyond the model's width, which the training never saw: they are dropped, with a
+        warning a file (:func:`~gluon_sparse.data._model_width.to_model_width`), as
+        LIBLINEAR's predict drops them. Training files, and a LibSVMDataset (read at a
+        width of its own), must fit the width.
         """
         source = X
+        width = None if reset else self.n_features_in_
+        drop_unseen = width is not None and not training and not isinstance(source,
+                                                                            LibSVMDataset)
         X, y, zero_based = load_libsvm_source(
-            source, n_features=None if reset else self.n_features_in_,
+            source, n_features=None if drop_unseen else width,
             zero_based=getattr(self, "zero_based_", "auto"))
         warn_if_base_guessed(self, X, zero_based, source, reset)
+        if drop_unseen:
+            X = to_model_width(X, width, libsvm_paths(source), zero_based)
         if training:
             self.zero_based_ = zero_based
         return X, y

@@ -126,11 +126,12 @@ def padded_csr_batches(X, ctx, rows=PREDICT_BATCH_ROWS):
 def base_is_a_guess(estimator, X, zero_based):
     """Whether ``X``, read with ``zero_based`` for a fitted ``estimator``, has an index
     base that 'auto' guessed: the estimator records none (fitted on a matrix) and the
-    file has no feature 0 nor an index as large as the model's width (one-based for
-    certain: read as zero-based, it would not fit)."""
+    file has no feature 0, and its largest index is not the model's width (one-based for
+    certain: read as zero-based, it would not fit). ``X`` is the file read at its own width
+    (before features beyond the model's are dropped: with any, the file fits neither base)."""
     if zero_based is not False or hasattr(estimator, "zero_based_"):
         return False
-    return not (X.nnz and X.indices.max() == X.shape[1] - 1)
+    return not (X.nnz and X.indices.max() == estimator.n_features_in_ - 1)
 
 
 def warn_if_base_guessed(estimator, X, zero_based, source, reset):
@@ -152,5 +153,5 @@ def warn_if_base_guessed(estimator, X, zero_based, source, reset):
                   "read as one-based (it has no feature 0). If its indices start at 0, read it "
                   "with gluon_sparse.data.load_libsvm(..., zero_based=True, num_features=%d) "
                   "and pass the matrix" % (", ".join(libsvm_paths(source)),
-                                           type(estimator).__name__, X.shape[1]),
+                                           type(estimator).__name__, estimator.n_features_in_),
                   UserWarning, stacklevel=4)

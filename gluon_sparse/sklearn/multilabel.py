@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import LibSVMDataset, csr_to_ndarray, load_multilabel
+from ..data._model_width import to_model_width
 from ..data.multilabel import labels_to_indicator
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
@@ -240,6 +241,8 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         matter (``partial_fit`` over part files, ``score``). With ``labels=False``
         (prediction) the labels are not read: a test file may be labelled ``-1``/``+1``.
         Rows without labels are kept (for training too, as ``fit(X, Y)`` keeps them).
+        Features of a file read for prediction or scoring that lie beyond the model's
+        width are dropped with a warning, as :meth:`BaseSparseNet._read_libsvm` drops them.
         """
         labels_wanted = labels
         if isinstance(X, LibSVMDataset):
@@ -250,11 +253,14 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             Y = labels_to_indicator(_label_ids(labels, dataset))
         else:
             source = X
+            width = None if reset else self.n_features_in_
             X, Y, zero_based = load_multilabel(
-                libsvm_paths(source), num_features=None if reset else self.n_features_in_,
+                libsvm_paths(source), num_features=width if training else None,
                 zero_based=getattr(self, "zero_based_", "auto"), allow_empty=True,
                 return_zero_based=True, check_labels=labels_wanted)
             warn_if_base_guessed(self, X, zero_based, source, reset)
+            if width is not None and not training:
+                X = to_model_width(X, width, libsvm_paths(source), zero_based)
             if training:
                 self.zero_based_ = zero_based
         if reset or Y is None:
