@@ -55,8 +55,9 @@ def to_model_width(X, width, paths, zero_based):
     return fit_width(X, width, paths, zero_based)
 
 
-def load(paths, n_features=None, zero_based="auto", check_labels=True):
-    """Read LibSVM files: ``(X, y, zero_based)``, the last the index base used.
+def load(paths, zero_based="auto", check_labels=True):
+    """Read LibSVM files at their own width: ``(X, y, zero_based)``, the last the index base
+    used (a file read for a model is then fitted to its width: :func:`to_model_width`).
 
     Raises InputError for files without samples, for non-finite feature
     values and, with ``check_labels``, labels (naming the file and line); the
@@ -67,8 +68,7 @@ def load(paths, n_features=None, zero_based="auto", check_labels=True):
         check_readable(path)
     try:
         X, y, zero_based = load_libsvm(paths if len(paths) > 1 else paths[0],
-                                       num_features=n_features, zero_based=zero_based,
-                                       return_zero_based=True)
+                                       zero_based=zero_based, return_zero_based=True)
     except ValueError as err:
         if re.search(r"invalid label '[^']*,", str(err)):
             raise InputError("%s (a list of labels: multi-label data is read by train "

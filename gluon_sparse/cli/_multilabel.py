@@ -29,15 +29,15 @@ def is_multilabel_model(model):
     return hasattr(model, "predict_top_k") and getattr(model, "multilabel_", False)
 
 
-def _load(paths, num_features=None, zero_based="auto", check_labels=True):
+def _load(paths, zero_based="auto", check_labels=True):
     from ..data import load_multilabel
     for path in paths:
         _files.check_readable(path)
     try:
         X, Y, zero_based = load_multilabel(paths if len(paths) > 1 else paths[0],
-                                           num_features=num_features, zero_based=zero_based,
-                                           allow_empty=True, return_zero_based=True,
-                                           allow_nonfinite=False, check_labels=check_labels)
+                                           zero_based=zero_based, allow_empty=True,
+                                           return_zero_based=True, allow_nonfinite=False,
+                                           check_labels=check_labels)
     except ValueError as err:
         raise InputError(str(err)) from None
     if X.shape[0] == 0:
