@@ -992,3 +992,28 @@ def test_features_beyond_the_models_width_are_ignored_with_one_warning(tmp_path,
         caplog.clear()
         assert cli.main(["evaluate", HEART_SCALE, "--model-dir", str(trained)]) == 0
         assert not _beyond_width_warnings(caplog)
+
+
+def test_optimizer_param_reaches_the_optimizer_and_the_saved_model(tmp_path, capsys):
+    """--optimizer-param momentum=0.9: what MLPClassifier's momentum is, under MXNet's name;
+    trains as the estimator given optimizer_params does, and a misspelt name is refused
+    before the data is read."""
+    args = ["train", HEART_SCALE, "--optimizer", "sparsesgd", "--epochs", "2", "--hidden", "4",
+            "--lr", "0.05", "--quiet", "--validation-fraction", "0"]
+    assert cli.main(args + ["--model-dir", str(tmp_path / "m"), "--optimizer-param",
+                            "momentum=0.9", "--optimizer-param", "clip_gradient=5"]) == 0
+    model = load(tmp_path / "m")
+    assert model.optimizer_params == {"momentum": 0.9, "clip_gradient": 5}
+    assert cli.main(args + ["--model-dir", str(tmp_path / "plain")]) == 0
+    X, _ = load_svmlight_file(HEART_SCALE)
+    assert not np.array_equal(model.predict_proba(X), load(tmp_path / "plain").predict_proba(X))
+    capsys.readouterr()
+    for bad, message in (("momentun=0.9", "'momentun' is not a parameter of optimizer "
+                                          "'sparsesgd'"),
+                         ("momentum", "expected NAME=VALUE"),
+                         ("wd=0.1", "use alpha"),
+                         ("momentum=fast", "'momentum' must be a number")):
+        assert cli.main(args + ["--model-dir", str(tmp_path / "x"), "--optimizer-param",
+                                bad]) == 2
+        out, err = capsys.readouterr()
+        assert message in err and "data:" not in out, err

@@ -119,3 +119,20 @@ def optimizer_name(text):
     raise argparse.ArgumentTypeError("%s; choose from %s" % (
         "%r cannot train these networks: %s" % (text, reason) if reason
         else "unknown optimizer %r" % text, ", ".join(known)))
+
+
+def optimizer_param(text):
+    """``'momentum=0.9'`` -> ``('momentum', 0.9)``: the value an int, a float, true/false or
+    else the text (the estimator checks the name and kind against the optimizer)."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError("expected NAME=VALUE such as momentum=0.9, got %r" % text)
+    if value.lower() in ("true", "false"):
+        return name, value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return name, kind(value)
+        except ValueError:
+            pass
+    return name, value

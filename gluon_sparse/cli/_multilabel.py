@@ -128,7 +128,8 @@ def train(args):
     model = SparseMultiLabelClassifier(
         hidden_layer_sizes=args.hidden, num_sampled=num_sampled,
         batch_size=batch_size, learning_rate_init=args.lr,
-        alpha=args.alpha, optimizer=args.optimizer, ctx=args.ctx, random_state=args.seed)
+        alpha=args.alpha, optimizer=args.optimizer,
+        optimizer_params=_train.optimizer_params(args), ctx=args.ctx, random_state=args.seed)
     held_out = (args.test if args.test else "%d held-out training samples" % X_test.shape[0]
                 if X_test is not None else "nothing (no held-out data)")
     print("model: SparseMultiLabelClassifier hidden=%s num_sampled=%d lr=%g batch=%d; metrics "

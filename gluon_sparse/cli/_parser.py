@@ -102,6 +102,11 @@ def build_parser():
                        metavar="NAME",
                        help="one of %s (default sparseadam; adagrad only with --alpha 0)"
                             % ", ".join(types.optimizer_names()))
+    train.add_argument("--optimizer-param", type=types.optimizer_param, action="append",
+                       default=[], metavar="NAME=VALUE", dest="optimizer_params",
+                       help="another hyper-parameter of the optimizer, under MXNet's name "
+                            "(repeatable): momentum=0.9 with sparsesgd, beta1=0.8 or "
+                            "epsilon=1e-7 with sparseadam, clip_gradient=5")
     train.add_argument("--ctx", type=types.context, default="cpu",
                        help="cpu, gpu or gpu:N (default cpu)")
     train.add_argument("--task", choices=("classification", "regression"),

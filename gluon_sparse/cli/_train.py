@@ -100,9 +100,20 @@ def train(args):
     return 0
 
 
+def optimizer_params(args):
+    """``--optimizer-param`` as the estimators' ``optimizer_params`` (None when not given)."""
+    return dict(args.optimizer_params) or None
+
+
 def check_optimizer(args):
     """Refuse, before any work, what the optimizer cannot train with: the names themselves
-    are checked by the parser (``--optimizer``)."""
+    are checked by the parser (``--optimizer``), their ``--optimizer-param`` here."""
+    from ..sklearn._optimizer_params import checked_optimizer_params
+    try:
+        checked_optimizer_params(args.optimizer, optimizer_params(args))
+    except ValueError as err:
+        raise InputError("--optimizer-param: %s" % str(err).replace("optimizer_params=", "",
+                                                                       1)) from None
     if args.optimizer == "adagrad" and args.alpha > 0:
         # The estimator refuses it too, but after the data is read, in its own words.
         raise InputError("--optimizer adagrad with --alpha %g: MXNet's AdaGrad has no weight "
@@ -181,4 +192,5 @@ def _build_model(args, n_train, n_features, classify):
     estimator = SparseMLPClassifier if classify else SparseMLPRegressor
     return estimator(hidden_layer_sizes=args.hidden, batch_size=batch_size,
                      learning_rate_init=args.lr, alpha=args.alpha, optimizer=args.optimizer,
-                     ctx=args.ctx, random_state=args.seed)
+                     optimizer_params=optimizer_params(args), ctx=args.ctx,
+                     random_state=args.seed)

@@ -92,6 +92,9 @@ def _encode_param(name, value):
         return value.item()
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, np.integer)) for v in value):
         return {type(value).__name__: [int(v) for v in value]}
+    if (isinstance(value, dict) and all(isinstance(k, str) for k in value)
+            and all(v is None or isinstance(v, (bool, int, float, str)) for v in value.values())):
+        return {"dict": dict(value)}  # optimizer_params
     if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
         return {"ndarray": value.tolist(), "dtype": value.dtype.str}  # hidden_layer_sizes
     if isinstance(value, mx.Context):
@@ -115,6 +118,8 @@ def _decode_param(name, value, overrides):
             return tuple(value["tuple"])
         if "list" in value:
             return list(value["list"])
+        if "dict" in value:
+            return dict(value["dict"])
         if "ndarray" in value:
             return np.array(value["ndarray"], dtype=np.dtype(value["dtype"]))
         if "import" in value:

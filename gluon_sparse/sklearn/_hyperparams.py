@@ -3,8 +3,8 @@
 scikit-learn reads an estimator's parameters from the signature of its
 ``__init__`` (``get_params``, ``clone``, ``repr``, the estimator checks), and
 that ``__init__`` must store each argument unchanged under its own name. The
-four estimators share fourteen parameters and differ in two; rather than
-writing the same fourteen assignments four times, each family writes one line::
+four estimators share fifteen parameters and differ in two; rather than
+writing the same fifteen assignments four times, each family writes one line::
 
     __init__ = estimator_init(hidden_layer_sizes=(100,), activation="relu")
 
@@ -42,6 +42,7 @@ COMMON_PARAMETERS = {
     "validation_fraction": 0.1,
     "n_iter_no_change": 10,
     "optimizer": "sparseadam",
+    "optimizer_params": None,
     "ctx": "cpu",
 }
 
@@ -60,6 +61,7 @@ COMMON_CONSTRAINTS = {
     "validation_fraction": [Interval(Real, 0, 1, closed="left")],
     "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
     "optimizer": [str],
+    "optimizer_params": [dict, None],
     "ctx": [str, mx.Context],
 }
 

@@ -32,6 +32,7 @@ from ..optimizer import supports_deferred
 from ..optimizer.deferred import flush
 from ._context import parse_context
 from ._data import check_training_batch
+from ._optimizer_params import checked_optimizer_params
 from ._optimizer_state import restore_trainer_states
 from ._params import first_nonfinite_param
 
@@ -68,14 +69,16 @@ def registered_optimizer(name, alpha=0.0):
     return lowered
 
 
-def fit_trainer(estimator, module, optimizer, incremental):
+def fit_trainer(estimator, module, optimizer, incremental, optimizer_options=None):
     """The Trainer of a fit, set as ``estimator._trainer``.
 
     ``partial_fit`` goes on with the one it has, or on an unpickled copy with
     the state the pickle kept (:mod:`._optimizer_state`). ``fit`` builds a new
     one, as MLPClassifier builds a new optimizer at every ``fit``: a
-    warm-started fit reads ``optimizer`` and ``learning_rate_init`` again and
-    starts the optimizer's state afresh (Adam's moments and bias correction).
+    warm-started fit reads ``optimizer``, ``optimizer_params`` and
+    ``learning_rate_init`` again and starts the optimizer's state afresh
+    (Adam's moments and bias correction). ``optimizer_options``: the checked
+    ``optimizer_params`` (:func:`~._optimizer_params.checked_optimizer_params`).
     """
     pending = estimator.__dict__.pop("_pending_optimizer_states", None)
     if estimator._trainer is not None:
@@ -96,6 +99,7 @@ def fit_trainer(estimator, module, optimizer, incremental):
         # The standard update at lazy cost (any optimizer of the family): updates
         # of rows absent from a batch are replayed exactly when the rows are next read.
         options["deferred"] = True
+    options.update(optimizer_options or {})
     trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
     if incremental and pending is not None:
         restore_trainer_states(trainer, pending)
@@ -207,11 +211,12 @@ class TrainingMixin:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         targets, n_outputs = self._encode_targets(y, first_pass, classes, sample_weight)
         optimizer = registered_optimizer(self.optimizer, self.alpha)
+        options = checked_optimizer_params(optimizer, self.optimizer_params)
         if first_pass:
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(n_outputs))
             self._module = self._new_module(n_outputs)
-        fit_trainer(self, self._get_module(), optimizer, incremental)
+        fit_trainer(self, self._get_module(), optimizer, incremental, options)
         self._fit_stochastic(X, targets, sample_weight, incremental)
         return self
 

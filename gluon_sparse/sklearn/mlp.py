@@ -164,6 +164,15 @@ _MLP_PARAMETERS_DOC = """
         'sparsermsprop', 'sparseadagrad', 'sparseftrl') run with exact deferred
         updates (``deferred=True``): the standard, non-lazy update at a cost
         proportional to the batch's rows.
+    optimizer_params : dict, optional
+        The optimizer's other hyper-parameters, under MXNet's names: e.g.
+        ``{'momentum': 0.9}`` with 'sparsesgd' (MLPClassifier's ``momentum``),
+        ``{'beta1': 0.9, 'beta2': 0.999, 'epsilon': 1e-8}`` with Adam
+        (``beta_1``, ``beta_2``, ``epsilon``), ``clip_gradient``. Numbers,
+        strings and booleans (a saved model keeps them); the rate, weight decay
+        and gradient scale come from ``learning_rate_init``, ``alpha`` and the
+        batch, and are refused here. Checked against the optimizer when a fit
+        starts.
     ctx : str or mxnet.Context, default 'cpu'
         Device: 'cpu', 'gpu', 'gpu:N' or a context.
 """

@@ -36,6 +36,7 @@ from ._data import (check_training_batch, is_libsvm_source, libsvm_paths, warn_i
                     padded_csr_batches)
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
+from ._optimizer_params import checked_optimizer_params
 from ._training import (check_partial_fit_params, check_weight_total, fit_trainer,
                         raise_if_diverged, registered_optimizer, weighted_step)
 
@@ -143,6 +144,9 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         With 'sparseadam' (or any optimizer of gluon-sparse's family, e.g.
         'sparsesgd'), exact deferred updates (rows not sampled follow the
         standard update exactly, at a cost proportional to the rows read).
+    optimizer_params : dict, optional
+        As SparseMLPClassifier: the optimizer's other hyper-parameters
+        (``{'momentum': 0.9}``, ``{'beta1': 0.8}``), under MXNet's names.
     ctx : str or mxnet.Context, default 'cpu'
 
     Attributes
@@ -281,12 +285,13 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
         optimizer = registered_optimizer(self.optimizer, self.alpha)
+        options = checked_optimizer_params(optimizer, self.optimizer_params)
         if first_pass:
             self._learn_label_order(Y, sample_weight)
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(len(self.classes_)))
             self._module = self._new_module(len(self.classes_))
-        fit_trainer(self, self._get_module(), optimizer, incremental)
+        fit_trainer(self, self._get_module(), optimizer, incremental, options)
         self._train(X, self._internal(Y), sample_weight, incremental)
         return self
 

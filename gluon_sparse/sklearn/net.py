@@ -97,6 +97,9 @@ _NET_PARAMETERS_DOC = """
         'sparsesgd', 'sparsenag', ...: see
         :func:`gluon_sparse.optimizer.supports_deferred`) run with exact
         deferred updates (``deferred=True``).
+    optimizer_params : dict, optional
+        As SparseMLPClassifier: the optimizer's other hyper-parameters
+        (``{'momentum': 0.9}``, ``{'beta1': 0.8}``), under MXNet's names.
     ctx : str or mxnet.Context, default 'cpu'
         Device: 'cpu', 'gpu', 'gpu:N' or a context.
 
