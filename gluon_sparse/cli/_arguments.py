@@ -84,19 +84,19 @@ def context(text):
     return text
 
 
-# MXNet's Adamax (and gluon-sparse's, which follows it) has no epsilon in u, and the
-# command line cannot set one: its weights become NaN.
-_ADAMAX_REASON = ("MXNet's Adamax divides by its state u, which stays 0 for the features and "
-                  "units no gradient reaches, so their weights become NaN, and its epsilon "
-                  "cannot be set from the command line")
+# MXNet's Adamax has no epsilon in u: its weights become NaN. (gluon-sparse's
+# sparseadamax takes one: train accepts it with --optimizer-param epsilon=...)
+ADAMAX_REASON = ("MXNet's Adamax divides by its state u, which stays 0 for the features and "
+                 "units no gradient reaches, so their weights become NaN")
 
 
 def refused_optimizers():
     """``{name: reason}`` of the registered MXNet optimizers ``train`` does not offer: those
-    the estimators refuse, and Adamax."""
+    the estimators refuse, and MXNet's Adamax."""
     from ..sklearn._training import UNUSABLE_OPTIMIZERS
     refused = dict(UNUSABLE_OPTIMIZERS)
-    refused.update(adamax=_ADAMAX_REASON, sparseadamax=_ADAMAX_REASON)
+    refused["adamax"] = ADAMAX_REASON + " (sparseadamax with --optimizer-param epsilon=1e-8 " \
+                                        "does not)"
     return refused
 
 

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import _epochs, _files
+from ._arguments import ADAMAX_REASON
 from ._errors import InputError
 from ._metrics import format_metrics, metrics
 from ._parser import DEFAULT_VALIDATION_FRACTION
@@ -114,6 +115,10 @@ def check_optimizer(args):
     except ValueError as err:
         raise InputError("--optimizer-param: %s" % str(err).replace("optimizer_params=", "",
                                                                        1)) from None
+    if args.optimizer == "sparseadamax" and not (optimizer_params(args) or {}).get("epsilon"):
+        # Checked after training it would waste the run: the estimators refuse the NaN.
+        raise InputError("--optimizer sparseadamax needs --optimizer-param epsilon=1e-8 (or "
+                         "another positive epsilon): without one, %s" % ADAMAX_REASON)
     if args.optimizer == "adagrad" and args.alpha > 0:
         # The estimator refuses it too, but after the data is read, in its own words.
         raise InputError("--optimizer adagrad with --alpha %g: MXNet's AdaGrad has no weight "
