@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from mxnet import autograd, gluon
 
 from gluon_sparse.data import CSRDataset, SparseDataLoader, load_libsvm
-from gluon_sparse.distributed import check_dist_params, part_sizes
+from gluon_sparse.distributed import check_dist_params, part_sizes, steps_per_epoch
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
 
@@ -128,12 +128,12 @@ def main(argv=None):
     # Every worker reads its strided, equal share of the rows (the loader's
     # PartitionSampler) in local batches that make up one global batch.
     local_sizes = part_sizes(args.batch_size, num_workers)
-    if min(local_sizes) == 0:
-        raise SystemExit("a global batch of %d rows leaves some of the %d workers without rows"
-                         % (args.batch_size, num_workers))
     share = x.shape[0] // num_workers
     # dist_sync waits for every worker at every step: all must run the same count.
-    steps = share // max(local_sizes)
+    try:
+        steps = steps_per_epoch(x.shape[0], args.batch_size, num_workers)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     if args.steps is not None:
         steps = min(steps, args.steps)
     local_batch = local_sizes[rank]

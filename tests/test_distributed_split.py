@@ -1,11 +1,14 @@
 """Splitting CSR batches across devices, and multi-device training vs one device."""
+import itertools
+
 import mxnet as mx
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mxnet import autograd, gluon
 
-from gluon_sparse.distributed import part_sizes, split_and_load_batch
+from gluon_sparse.data import CSRDataset, SparseDataLoader
+from gluon_sparse.distributed import part_sizes, split_and_load_batch, steps_per_epoch
 from gluon_sparse.nn import FullyConnectedSparse
 from gluon_sparse.nn.row_sparse_weight import FullyConnectedSparseRowSparseWeight
 
@@ -141,3 +144,29 @@ def test_labels_and_features_that_float32_would_change_or_mxnet_cannot_slice():
         split_and_load_batch(x, 3, contexts)
     with pytest.raises(TypeError, match="part_sizes takes integers"):
         part_sizes(10.0, 3)
+
+
+@pytest.mark.parametrize("rows, global_batch, workers", [
+    (90, 9, 2), (90, 10, 2), (100, 7, 3), (17, 5, 4), (1000, 33, 5), (8, 8, 8)])
+def test_steps_per_epoch_is_a_count_of_full_batches_every_worker_has(rows, global_batch,
+                                                                      workers):
+    """The sharding recipe of the distributed guide: with local batches of part_sizes and
+    steps_per_epoch steps, every worker runs the same number of steps (dist_sync waits for
+    each), all of them full local batches that add up to the global batch, as many as
+    possible (one more step leaves some worker short)."""
+    X = sp.csr_matrix(np.arange(rows, dtype=np.float32)[:, None] + 1)
+    steps = steps_per_epoch(rows, global_batch, workers)
+    locals_ = part_sizes(global_batch, workers)
+    counts = []
+    for rank in range(workers):
+        loader = SparseDataLoader(CSRDataset(X, np.zeros(rows)), batch_size=locals_[rank],
+                                  num_parts=workers, part_index=rank)
+        batches = [data.shape[0] for data, _ in itertools.islice(loader, steps)]
+        assert batches == [locals_[rank]] * steps
+        counts.append(sum(1 for data, _ in loader if data.shape[0] == locals_[rank]))
+    assert min(counts) == steps  # the most steps every worker can run with full batches
+
+
+def test_steps_per_epoch_refuses_a_global_batch_smaller_than_the_workers():
+    with pytest.raises(ValueError, match="global batch of 2 rows leaves some of the 3 workers"):
+        steps_per_epoch(100, 2, 3)

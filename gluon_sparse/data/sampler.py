@@ -17,9 +17,11 @@ class PartitionSampler(Sampler):
 
     The share is strided: worker ``k`` of ``P`` owns samples ``k, k + P,
     k + 2P, ...``, truncated to ``n // P`` samples so that every worker has the
-    same number of samples (and batches), which synchronous distributed
-    training needs; the last ``n % P`` samples are left out. The share is the
-    same every epoch; shuffling reorders it.
+    same number of samples (and, with the same batch size, batches), which
+    synchronous distributed training needs; the last ``n % P`` samples are
+    left out. Workers whose batch sizes differ must run
+    :func:`gluon_sparse.distributed.steps_per_epoch` steps each. The share is
+    the same every epoch; shuffling reorders it.
 
     Parameters
     ----------

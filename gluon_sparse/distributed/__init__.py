@@ -2,7 +2,9 @@
 
 * :func:`split_and_load_batch` splits a CSR batch and its labels across the
   devices of one machine (uneven splits included); :func:`part_sizes` tells
-  how many rows each part (device, or worker of a global batch) gets.
+  how many rows each part (device, or worker of a global batch) gets, and
+  :func:`steps_per_epoch` how many steps every worker of a synchronous job
+  must run (the same count on each, or the job waits forever).
 * :func:`check_dist_params` refuses, with a clear message, layers that
   MXNet 1.9.1's ``dist_*`` kvstore cannot train (dense weight, row_sparse
   gradient: its server aborts).
@@ -20,7 +22,8 @@ pulls only the weight rows a batch touches;
 a batch's candidate labels of a huge output layer.
 """
 from .checks import check_dist_params
-from .split import part_sizes, split_and_load_batch
+from .split import part_sizes, split_and_load_batch, steps_per_epoch
 from .traffic import KVStoreTraffic
 
-__all__ = ["KVStoreTraffic", "check_dist_params", "part_sizes", "split_and_load_batch"]
+__all__ = ["KVStoreTraffic", "check_dist_params", "part_sizes", "split_and_load_batch",
+           "steps_per_epoch"]

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from mxnet.gluon.utils import split_and_load
 
-__all__ = ["part_sizes", "split_and_load_batch"]
+__all__ = ["part_sizes", "split_and_load_batch", "steps_per_epoch"]
 
 
 def part_sizes(num_rows, num_parts):
@@ -49,6 +49,52 @@ def part_sizes(num_rows, num_parts):
         raise ValueError("num_rows must be non-negative, got %d" % num_rows)
     base, extra = divmod(num_rows, num_parts)
     return [base + 1] * extra + [base] * (num_parts - extra)
+
+
+def steps_per_epoch(num_rows, global_batch_size, num_workers):
+    """Steps every worker of a synchronous job runs in an epoch: the fewest full local
+    batches any worker's share holds.
+
+    Each worker reads its share of ``num_rows // num_workers`` rows
+    (``SparseDataLoader(num_parts=num_workers, part_index=rank)``) in local
+    batches of ``part_sizes(global_batch_size, num_workers)[rank]`` rows. Where
+    the global batch does not divide evenly the local batches differ, and so
+    would the workers' batch counts: a ``dist_sync`` job whose workers push
+    different numbers of steps waits forever for the missing pushes. Run
+    this many steps on every worker (``itertools.islice(loader, steps)``);
+    the rows beyond them in the shares of the workers with smaller local
+    batches are left out of the epoch.
+
+    Parameters
+    ----------
+    num_rows : int
+        Rows of the whole dataset.
+    global_batch_size : int
+        Rows of one step over all workers.
+    num_workers : int
+        Workers (``kv.num_workers``).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If the global batch leaves some worker without rows.
+
+    Examples
+    --------
+    >>> part_sizes(9, 2), steps_per_epoch(90, 9, 2)  # shares of 45 rows: 9 x 5, 11 x 4
+    ([5, 4], 9)
+    """
+    local_sizes = part_sizes(global_batch_size, num_workers)
+    if min(local_sizes) == 0:
+        raise ValueError("a global batch of %d rows leaves some of the %d workers without rows"
+                         % (global_batch_size, num_workers))
+    if num_rows < 0:
+        raise ValueError("num_rows must be non-negative, got %d" % num_rows)
+    return (num_rows // num_workers) // max(local_sizes)
 
 
 def _as_ndarray(array, what, ctx):
