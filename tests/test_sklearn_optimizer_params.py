@@ -74,7 +74,9 @@ def test_unknown_reserved_and_unsaveable_params_are_refused_before_training():
                             ({"learning_rate": 0.1}, "use learning_rate_init"),
                             ({"wd": 0.1}, "use alpha"),
                             ({"momentum": "0.9"}, r"'momentum' must be a number"),
-                            ({"momentum": [0.9]}, "what a saved model can keep")):
+                            ({"momentum": [0.9]}, "what a saved model can keep"),
+                            # Refused by the optimizer as the estimator builds it (deferred).
+                            ({"lazy_update": True}, "refuses them: deferred=True")):
         clf = SparseMLPClassifier(hidden_layer_sizes=(4,), optimizer="sparsesgd",
                                   optimizer_params=params, max_iter=1)
         with pytest.raises(ValueError, match=message):

@@ -55,6 +55,12 @@ def _fits_the_default(value, default):
     return True
 
 
+def _estimator_defaults(optimizer):
+    """The options the estimators add for ``optimizer`` (see ``_training.fit_trainer``)."""
+    from ..optimizer import supports_deferred
+    return {"deferred": True} if supports_deferred(optimizer) else {}
+
+
 def checked_optimizer_params(optimizer, params):
     """``params`` as options for a Trainer of ``optimizer`` (a registered name), checked.
 
@@ -99,7 +105,9 @@ def checked_optimizer_params(optimizer, params):
                              % (params, name, kind, defaults[name], value))
         options[name] = value
     try:
-        mx.optimizer.create(optimizer, **options)
+        # As the estimator will build it: deferred where the optimizer can be (fit_trainer),
+        # so that a combination it refuses (lazy_update=True) is refused before training.
+        mx.optimizer.create(optimizer, **{**_estimator_defaults(optimizer), **options})
     except (TypeError, ValueError, AssertionError) as err:
         raise ValueError("optimizer_params=%r: optimizer %r refuses them: %s"
                          % (params, optimizer, err)) from None
