@@ -357,8 +357,9 @@ def test_early_stopping_bookkeeping_is_mlpclassifiers():
 
 def test_a_files_features_beyond_the_width_are_dropped_but_a_wider_matrix_refused(tmp_path,
                                                                                    caplog):
-    """A test file with features the training never saw (indices past the model's width)
-    was refused; as LIBLINEAR's predict, their values are dropped, with one warning a file.
+    """A test file (or LibSVMDataset) with features the training never saw (indices past
+    the model's width) was refused; as LIBLINEAR's predict, their values are dropped, with
+    one warning a file.
     A matrix of another width is refused, as scikit-learn refuses it; so is a training file
     (partial_fit) past the width."""
     from gluon_sparse.sklearn import SparseMultiLabelClassifier
@@ -384,6 +385,16 @@ def test_a_files_features_beyond_the_width_are_dropped_but_a_wider_matrix_refuse
         clf.predict(np.zeros((2, 20)))
     with pytest.raises(ValueError, match=r"wide\.svm, line 1: feature index 20 is out of range"):
         clf.partial_fit(str(wide), y[100:])
+    # A LibSVMDataset read at its own (wider) width: the same, as the path gives.
+    dataset = LibSVMDataset(str(wide))
+    assert dataset.num_features == 31
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gluon_sparse"):
+        np.testing.assert_array_equal(clf.predict_proba(dataset), clf.predict_proba(X[100:]))
+    assert [r.getMessage() for r in caplog.records if "beyond the model's" in r.getMessage()] \
+        == said[:1]
+    with pytest.raises(ValueError, match="31 features, but the model was fitted with 13"):
+        clf.partial_fit(dataset, y[100:])
     multilabel = SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=1, max_iter=1,
                                             random_state=0).fit(X, y)
     caplog.clear()

@@ -160,19 +160,19 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         Files read for prediction or scoring (``training=False``) may have features
         beyond the model's width, which the training never saw: they are dropped, with a
         warning a file (:func:`~gluon_sparse.data._model_width.to_model_width`), as
-        LIBLINEAR's predict drops them. Training files, and a LibSVMDataset (read at a
-        width of its own), must fit the width.
+        LIBLINEAR's predict drops them; so are those of a LibSVMDataset read at a width of
+        its own. Training files must fit the width.
         """
         source = X
         width = None if reset else self.n_features_in_
-        drop_unseen = width is not None and not training and not isinstance(source,
-                                                                            LibSVMDataset)
+        drop_unseen = width is not None and not training
         X, y, zero_based = load_libsvm_source(
             source, n_features=None if drop_unseen else width,
             zero_based=getattr(self, "zero_based_", "auto"))
         warn_if_base_guessed(self, X, zero_based, source, reset)
         if drop_unseen:
-            X = to_model_width(X, width, libsvm_paths(source), zero_based)
+            paths = source.paths if isinstance(source, LibSVMDataset) else libsvm_paths(source)
+            X = to_model_width(X, width, paths, zero_based)
         if training:
             self.zero_based_ = zero_based
         return X, y
