@@ -18,7 +18,7 @@ import logging
 import mxnet as mx
 import numpy as np
 
-from .. import _interrupt, _native
+from .. import _native
 from . import _registry, _state_memory, deferred
 
 __all__ = ["DeferredRuleState", "create_state", "update"]
@@ -136,8 +136,7 @@ class DeferredRuleState(_registry.RegisteredState):
             Bring gradient rows that are behind up to date first (several devices).
         """
         self.bind(weight)  # outside the lock: it may wait (DeferredAdamState.update)
-        # Ctrl-C held back around the lock (see _registry.flush_rows).
-        with _interrupt.held_back(), _registry.state_lock:
+        with _registry.state_locked():
             self._update_locked(weight, grad, step, scalars, rescale_grad, catch_up)
 
     def _update_locked(self, weight, grad, step, scalars, rescale_grad, catch_up):

@@ -28,6 +28,7 @@ to bring rows up to date. The optimizer sides are
 :mod:`gluon_sparse.optimizer._family_state` (every rule).
 """
 import abc
+import contextlib
 import ctypes
 import functools
 import itertools
@@ -99,6 +100,15 @@ def array_pointer(array):
 state_lock = threading.RLock()
 
 
+@contextlib.contextmanager
+def state_locked():
+    """Hold :data:`state_lock`, with Ctrl-C held back: a KeyboardInterrupt between the
+    acquire and the with-block's protection (the in-process SIGINT of a test, a user's
+    Ctrl-C) left the lock held for good, and a later flush from another thread hung."""
+    with _interrupt.held_back(), state_lock:
+        yield
+
+
 def flush_rows(state):
     """Queue the flush of a state's weight; ``state`` is the state's ``__dict__``.
 
@@ -112,9 +122,7 @@ def flush_rows(state):
     recorded forward did not read: those it brought up to date itself), so it
     runs with recording paused.
     """
-    # Ctrl-C held back: a KeyboardInterrupt between the acquire and the block's
-    # protection left the lock held for good (a later flush from another thread hung).
-    with _interrupt.held_back(), state_lock:
+    with state_locked():
         _flush_rows_locked(state)
 
 

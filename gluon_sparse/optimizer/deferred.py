@@ -51,7 +51,6 @@ import weakref
 import mxnet as mx
 import numpy as np
 
-from .. import _interrupt
 from . import _parameter_hooks, _registry, _state_memory
 from ._registry import RegisteredState, registered_count
 
@@ -206,8 +205,7 @@ class DeferredAdamState(RegisteredState):
         # writes, among them engine calls whose garbage collection may run a dropped
         # state's finalizer, which takes the lock.
         self.bind(weight)
-        # Ctrl-C held back around the lock (see _registry.flush_rows).
-        with _interrupt.held_back(), _registry.state_lock:
+        with _registry.state_locked():
             self._update_locked(weight, grad, step, lr, wd, rescale_grad, clip_gradient,
                                 catch_up)
 
