@@ -56,13 +56,17 @@ def _fits_the_default(value, default):
 
 
 def _estimator_defaults(optimizer):
-    """The options the estimators add for ``optimizer`` (see ``_training.fit_trainer``)."""
+    """The options the estimators give ``optimizer`` unless ``optimizer_params`` say
+    otherwise: ``deferred=True`` for any optimizer of gluon-sparse's family, the
+    standard update at lazy cost (updates of rows absent from a batch are replayed
+    exactly when the rows are next read)."""
     from ..optimizer import supports_deferred
     return {"deferred": True} if supports_deferred(optimizer) else {}
 
 
 def checked_optimizer_params(optimizer, params):
-    """``params`` as options for a Trainer of ``optimizer`` (a registered name), checked.
+    """The options of a Trainer of ``optimizer`` (a registered name) but its learning
+    rate: the estimators' defaults, then ``params``, checked.
 
     Parameters
     ----------
@@ -74,7 +78,7 @@ def checked_optimizer_params(optimizer, params):
     Returns
     -------
     dict
-        A copy of ``params`` (empty for None).
+        ``deferred=True`` where the optimizer takes it, updated with ``params``.
 
     Raises
     ------
@@ -83,8 +87,7 @@ def checked_optimizer_params(optimizer, params):
         a value that is not a JSON number, string, boolean or None (a saved
         model could not keep it), or values the optimizer's constructor refuses.
     """
-    if params is None:
-        return {}
+    params = {} if params is None else params
     defaults = _declared_defaults(mx.optimizer.Optimizer.opt_registry[optimizer])
     accepted = set(defaults) - set(_SET_BY_THE_ESTIMATOR)
     options = {}
@@ -104,10 +107,11 @@ def checked_optimizer_params(optimizer, params):
             raise ValueError("optimizer_params=%r: %r must be a %s (its default is %r), got %r"
                              % (params, name, kind, defaults[name], value))
         options[name] = value
+    options = {**_estimator_defaults(optimizer), **options}
     try:
-        # As the estimator will build it: deferred where the optimizer can be (fit_trainer),
-        # so that a combination it refuses (lazy_update=True) is refused before training.
-        mx.optimizer.create(optimizer, **{**_estimator_defaults(optimizer), **options})
+        # As the Trainer will build it, so that a combination the optimizer refuses
+        # (lazy_update=True with deferred) is refused before training.
+        mx.optimizer.create(optimizer, **options)
     except (TypeError, ValueError, AssertionError) as err:
         raise ValueError("optimizer_params=%r: optimizer %r refuses them: %s"
                          % (params, optimizer, err)) from None

@@ -28,7 +28,6 @@ from tqdm.auto import tqdm
 
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import CSRDataset, SparseDataLoader
-from ..optimizer import supports_deferred
 from ..optimizer.deferred import flush
 from ._context import parse_context
 from ._data import check_training_batch
@@ -69,7 +68,7 @@ def registered_optimizer(name, alpha=0.0):
     return lowered
 
 
-def fit_trainer(estimator, module, optimizer, incremental, optimizer_options=None):
+def fit_trainer(estimator, module, optimizer, incremental, optimizer_options):
     """The Trainer of a fit, set as ``estimator._trainer``.
 
     ``partial_fit`` goes on with the one it has, or on an unpickled copy with
@@ -77,8 +76,8 @@ def fit_trainer(estimator, module, optimizer, incremental, optimizer_options=Non
     one, as MLPClassifier builds a new optimizer at every ``fit``: a
     warm-started fit reads ``optimizer``, ``optimizer_params`` and
     ``learning_rate_init`` again and starts the optimizer's state afresh
-    (Adam's moments and bias correction). ``optimizer_options``: the checked
-    ``optimizer_params`` (:func:`~._optimizer_params.checked_optimizer_params`).
+    (Adam's moments and bias correction). ``optimizer_options``: the Trainer's
+    options but the rate (:func:`~._optimizer_params.checked_optimizer_params`).
     """
     pending = estimator.__dict__.pop("_pending_optimizer_states", None)
     if estimator._trainer is not None:
@@ -94,12 +93,7 @@ def fit_trainer(estimator, module, optimizer, incremental, optimizer_options=Non
                          "%g): MXNet's optimizers refuse a step's rate below %g, which Adam's "
                          "bias correction brings it under (nothing would move anyway)"
                          % (estimator.learning_rate_init, _MIN_LEARNING_RATE, _FLT_MIN))
-    options = {"learning_rate": estimator.learning_rate_init}
-    if supports_deferred(optimizer):
-        # The standard update at lazy cost (any optimizer of the family): updates
-        # of rows absent from a batch are replayed exactly when the rows are next read.
-        options["deferred"] = True
-    options.update(optimizer_options or {})
+    options = dict(optimizer_options, learning_rate=estimator.learning_rate_init)
     trainer = gluon.Trainer(params, optimizer, options, kvstore=None)
     if incremental and pending is not None:
         restore_trainer_states(trainer, pending)
