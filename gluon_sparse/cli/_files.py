@@ -233,17 +233,19 @@ def _flag(zero_based):
     return "true" if zero_based else "false"
 
 
-def load_for_model(path, model, zero_based, check_labels=True):
+def load_for_model(path, model, zero_based, check_labels=True, read=None):
     """Read a file for a trained model: with the index base :func:`index_base` gave, at the
     model's width (``check_labels=False`` for predictions, which do not use the labels).
 
     Features beyond the width, which the training never saw, are dropped with a warning
-    (:func:`to_model_width`), as LIBLINEAR's predict drops them.
+    (:func:`to_model_width`), as LIBLINEAR's predict drops them. ``read``: the reader,
+    ``read(paths, zero_based=..., check_labels=...) -> (X, labels, zero_based)``
+    (default :func:`load`; multi-label files have their own).
     """
     # 'auto' alone decides per file: a zero-based training file without
     # feature 0 reads as one-based, a test file with feature 0 as zero-based,
     # and every column would be shifted by one against the model's.
-    X, y, resolved = load([path], zero_based=zero_based, check_labels=check_labels)
+    X, y, resolved = (read or load)([path], zero_based=zero_based, check_labels=check_labels)
     if zero_based == "auto":
         warn_if_base_guessed(model, X, resolved, path)
     return to_model_width(X, model.n_features_in_, [path], resolved), y

@@ -46,13 +46,9 @@ def _load(paths, zero_based="auto", check_labels=True):
 
 
 def _load_for_model(path, model, zero_based, check_labels=True):
-    """``(X, Y)`` of a file for ``model``, read with the index base ``zero_based``
-    (:func:`._files.index_base`); ``check_labels=False`` for predictions, which do not use
-    the labels (Y is None)."""
-    X, Y, resolved = _load([path], zero_based=zero_based, check_labels=check_labels)
-    if zero_based == "auto":
-        _files.warn_if_base_guessed(model, X, resolved, path)
-    return _files.to_model_width(X, model.n_features_in_, [path], resolved), Y
+    """``(X, Y)`` of a file for ``model`` (:func:`._files.load_for_model` with the multi-label
+    reader); ``check_labels=False`` for predictions, which do not use the labels (Y is None)."""
+    return _files.load_for_model(path, model, zero_based, check_labels, read=_load)
 
 
 def _label_ids(model, labels):

@@ -51,10 +51,10 @@ def to_model_width(X, num_features, paths, zero_based):
         return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], num_features),
                              copy=False)
     beyond = X.indices >= num_features
-    kept_before = np.concatenate(([0], np.cumsum(~beyond)))
+    kept = ~beyond
+    kept_before = np.concatenate(([0], np.cumsum(kept)))
     indptr = kept_before[X.indptr].astype(X.indptr.dtype, copy=False)
     _warn(X, beyond, np.diff(X.indptr) - np.diff(indptr), num_features, paths, zero_based)
-    kept = ~beyond
     result = sp.csr_matrix((X.data[kept], X.indices[kept], indptr),
                            shape=(X.shape[0], num_features), copy=False)
     result.has_sorted_indices = X.has_sorted_indices

@@ -164,18 +164,27 @@ class BaseSparseNet(TrainingMixin, PredictionMixin, BaseEstimator, metaclass=ABC
         its own. Training files must fit the width.
         """
         source = X
-        width = None if reset else self.n_features_in_
-        drop_unseen = width is not None and not training
-        X, y, zero_based = load_libsvm_source(
-            source, n_features=None if drop_unseen else width,
-            zero_based=getattr(self, "zero_based_", "auto"))
+        X, y, zero_based = load_libsvm_source(source, n_features=self._read_width(training, reset),
+                                              zero_based=getattr(self, "zero_based_", "auto"))
+        paths = source.paths if isinstance(source, LibSVMDataset) else libsvm_paths(source)
+        return self._settle_read(X, zero_based, source, paths, training, reset), y
+
+    def _read_width(self, training, reset):
+        """The width to read a LibSVM source at: the model's for training files (an index
+        past it is an error naming the line), the source's own for a new fit and for
+        prediction (features beyond the model's are dropped after: :meth:`_settle_read`)."""
+        return None if reset or not training else self.n_features_in_
+
+    def _settle_read(self, X, zero_based, source, paths, training, reset):
+        """``X`` read from ``source`` (the files ``paths``) with ``zero_based``, made ready:
+        a warning where its index base is a guess, the features beyond the model's width
+        dropped for prediction, the base recorded for training."""
         warn_if_base_guessed(self, X, zero_based, source, reset)
-        if drop_unseen:
-            paths = source.paths if isinstance(source, LibSVMDataset) else libsvm_paths(source)
-            X = to_model_width(X, width, paths, zero_based)
+        if not reset and not training:
+            X = to_model_width(X, self.n_features_in_, paths, zero_based)
         if training:
             self.zero_based_ = zero_based
-        return X, y
+        return X
 
     def _scoring_data(self, X, y):
         """``(X, y)`` for ``score``: a LibSVM source's own labels where ``y`` is None, as

@@ -26,14 +26,12 @@ from tqdm.auto import tqdm
 
 from .._interrupt import check as check_interrupt, interruptible
 from ..data import LibSVMDataset, csr_to_ndarray, load_multilabel
-from ..data._model_width import to_model_width
 from ..data.multilabel import labels_to_indicator
 from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import (check_training_batch, is_libsvm_source, libsvm_paths, warn_if_base_guessed,
-                    padded_csr_batches)
+from ._data import check_training_batch, is_libsvm_source, libsvm_paths, padded_csr_batches
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
 from ._optimizer_params import checked_optimizer_params
@@ -257,16 +255,11 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
             Y = labels_to_indicator(_label_ids(labels, dataset))
         else:
             source = X
-            width = None if reset else self.n_features_in_
             X, Y, zero_based = load_multilabel(
-                libsvm_paths(source), num_features=width if training else None,
+                libsvm_paths(source), num_features=self._read_width(training, reset),
                 zero_based=getattr(self, "zero_based_", "auto"), allow_empty=True,
                 return_zero_based=True, check_labels=labels_wanted)
-            warn_if_base_guessed(self, X, zero_based, source, reset)
-            if width is not None and not training:
-                X = to_model_width(X, width, libsvm_paths(source), zero_based)
-            if training:
-                self.zero_based_ = zero_based
+            X = self._settle_read(X, zero_based, source, libsvm_paths(source), training, reset)
         if reset or Y is None:
             return X, Y
         return X, [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
