@@ -89,8 +89,9 @@ class ClassOutputMixin:
         return super()._architecture() + ((self.num_sampled,) if self._is_sampled() else ())
 
     # ------------------------------------------------------------------ fit hooks
-    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
-        encoded, n_outputs = super()._encode_targets(y, first_pass, classes, sample_weight)
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None, warm_start=False):
+        encoded, n_outputs = super()._encode_targets(y, first_pass, classes, sample_weight,
+                                                     warm_start)
         if first_pass:
             n_classes = len(self.classes_)
             has_hidden = bool(self._hidden_sizes())

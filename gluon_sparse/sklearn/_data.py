@@ -6,6 +6,7 @@ LibSVM file path (or a list of them) and a
 CSR matrix here, validated by scikit-learn's ``validate_data``, before any
 MXNet call.
 """
+import errno
 import os
 import warnings
 
@@ -15,8 +16,8 @@ import scipy.sparse as sp
 from ..data import LibSVMDataset, csr_to_ndarray, load_libsvm
 from ..data.batchify import check_batch_size
 
-__all__ = ["is_libsvm_source", "libsvm_paths", "load_libsvm_source", "warn_if_base_guessed",
-           "padded_csr_batches", "batch_rows_limit", "check_training_batch"]
+__all__ = ["is_libsvm_source", "libsvm_paths", "existing_libsvm_paths", "load_libsvm_source",
+           "warn_if_base_guessed", "padded_csr_batches", "batch_rows_limit", "check_training_batch"]
 
 # Rows per forward pass at prediction time. Every batch is padded to exactly
 # this many rows (with empty rows, which cost nothing in sparse.dot) because
@@ -41,6 +42,20 @@ def is_libsvm_source(X):
 def libsvm_paths(X):
     """The file names of a path or a list of paths (what :func:`is_libsvm_source` accepts)."""
     return [os.fsdecode(path) for path in (X if isinstance(X, (list, tuple)) else [X])]
+
+
+def existing_libsvm_paths(X):
+    """:func:`libsvm_paths`, each of which must exist: else a FileNotFoundError that says
+    how strings are read (documents passed without a vectorizer land here)."""
+    paths = libsvm_paths(X)
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                errno.ENOENT, "No such LibSVM file (a string, or a list of strings, given as X "
+                "is read as LibSVM file paths; for raw text put a vectorizer such as "
+                "sklearn's TfidfVectorizer or HashingVectorizer in front of the estimator)",
+                path)
+    return paths
 
 
 def load_libsvm_source(X, n_features=None, zero_based="auto"):
@@ -79,7 +94,7 @@ def load_libsvm_source(X, n_features=None, zero_based="auto"):
             raise ValueError("the LibSVMDataset of %s has %d features, but the model was fitted "
                              "with %d features" % (X.paths, data.shape[1], n_features))
     else:
-        data, label, resolved = load_libsvm(libsvm_paths(X), num_features=n_features,
+        data, label, resolved = load_libsvm(existing_libsvm_paths(X), num_features=n_features,
                                             zero_based=zero_based, return_zero_based=True)
     if n_features is not None and data.shape[1] < n_features:
         data = sp.csr_matrix((data.data, data.indices, data.indptr),

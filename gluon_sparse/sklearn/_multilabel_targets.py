@@ -37,12 +37,15 @@ def _check_scalar_labels(labels):
 
 
 def _reads_as_indicator(y):
-    """Whether scikit-learn reads the nested list ``y`` as an indicator matrix: rows of one
-    length holding only 0 and 1 (``type_of_target``), not label lists."""
+    """Whether the nested list ``y`` is an indicator matrix: rows of one length holding
+    only 0 and 1, not label lists. (``type_of_target`` alone also calls rows of any two
+    integers an indicator: ``[[3, 7], [7, 3]]`` are label lists here.)"""
     try:
-        return type_of_target(y) == "multilabel-indicator"
+        if type_of_target(y) != "multilabel-indicator":
+            return False
     except (ValueError, TypeError):  # rows of different lengths, labels of mixed types
         return False
+    return bool(np.isin(np.asarray(y), (0, 1)).all())
 
 
 class MultiLabelTargetsMixin:
@@ -68,6 +71,10 @@ class MultiLabelTargetsMixin:
             y = np.asarray(y)
             if y.ndim == 2 and y.shape[1] == 1:
                 y = column_or_1d(y, warn=True)  # a column of labels, as scikit-learn reads it
+            if y.ndim == 2 and y.dtype.kind not in "biuf":
+                raise ValueError("Y as a 2-D array is a label indicator of 0 and 1 (scikit-learn's "
+                                 "convention), but this one holds %s values; give labels as a "
+                                 "list of label lists instead" % y.dtype)
             if y.ndim == 2:  # a dense indicator, scikit-learn's multi-label convention
                 y = sp.csr_matrix(y)
         if sp.issparse(y):

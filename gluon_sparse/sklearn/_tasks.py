@@ -4,10 +4,11 @@ A task mixin comes first in an estimator's bases (``class
 SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP)``) and gives the
 training loop and prediction these hooks:
 
-``_encode_targets(y, first_pass, classes, sample_weight=None) -> (targets, n_outputs)``
+``_encode_targets(y, first_pass, classes, sample_weight=None, warm_start=False) -> (targets, n_outputs)``
     Validated ``y`` to the float32 array the loss takes (first pass: also
     learn the fitted label state, e.g. ``classes_``, and what is counted of
-    it, with the sample weights).
+    it, with the sample weights; ``warm_start``: a warm-started ``fit``, not
+    the first pass nor ``partial_fit``).
 ``_loss()``
     The per-sample Gluon loss (``self.loss`` when the estimator has one).
 ``_score_encoded(X, targets, sample_weight)``
@@ -21,13 +22,15 @@ plus the public ``predict`` / ``partial_fit`` / ``score`` (scikit-learn's
 ``ClassifierMixin`` / ``RegressorMixin``). A new task (multi-label
 classification) is a new mixin with these hooks in its own module.
 """
+import warnings
+
 import numpy as np
 from mxnet import gluon
 from scipy.special import expit
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 __all__ = ["SparseClassifierMixin", "SparseRegressorMixin"]
 
@@ -46,8 +49,44 @@ class SparseClassifierMixin(ClassifierMixin):
         ``X`` may be a LibSVM path, as in ``fit``: with ``y=None`` the file's labels
         are the true ones.
         """
+        labels_from_file = y is None
         X, y = self._scoring_data(X, y)
+        if labels_from_file:
+            self._check_file_labels(y)
         return super().score(X, y, sample_weight)
+
+    def _check_file_labels(self, y):
+        """A LibSVM file's labels are numbers: refuse to score a model whose classes are
+        none of them (fitted on names, or on 0/1 for a file of -1/+1), which would count
+        every row as a miss; warn where some rows' labels are not among the classes."""
+        classes = set(self.classes_.tolist())  # names and numbers never equal: no sorting of both
+        labels = np.unique(y)
+        known = np.isin(y, [label for label in labels.tolist() if label in classes])
+        if not known.any():
+            raise ValueError("%s.score(X as a LibSVM file) compares the file's labels, %r, with "
+                             "the model's classes %r, and none of them is a class; pass y= the "
+                             "true labels in the model's terms"
+                             % (type(self).__name__, labels.tolist()[:10],
+                                self.classes_.tolist()[:10]))
+        if not known.all():
+            warnings.warn("%d of the %d rows of the LibSVM file have labels that are not among "
+                          "the model's classes (%r); they count as misses"
+                          % (int((~known).sum()), len(y),
+                             [label for label in labels.tolist() if label not in classes][:10]))
+
+    def _validate_training_data(self, X, y, reset):
+        try:
+            kind = type_of_target(y)
+        except (ValueError, TypeError):  # label lists, ragged rows: validate_data says why
+            kind = None
+        if kind == "multilabel-indicator":
+            # MLPClassifier fits an indicator with one sigmoid a label; here that is the
+            # multi-label estimator, made for many labels (scikit-learn's error names none).
+            raise ValueError("%s takes one label per sample (y of shape (n_samples,)); this y is "
+                             "a multi-label indicator of shape %r: use "
+                             "gluon_sparse.sklearn.SparseMultiLabelClassifier"
+                             % (type(self).__name__, tuple(y.shape if hasattr(y, "shape") else np.shape(y))))
+        return super()._validate_training_data(X, y, reset)
 
     def _multi_output_targets(self):
         return False
@@ -58,7 +97,7 @@ class SparseClassifierMixin(ClassifierMixin):
     def _numeric_targets(self):
         return False
 
-    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None, warm_start=False):
         check_classification_targets(y)
         if first_pass:
             encoder = LabelEncoder().fit(y if classes is None else classes)
@@ -66,6 +105,12 @@ class SparseClassifierMixin(ClassifierMixin):
                 raise ValueError("%s needs samples of at least 2 classes, got 1 class: %r"
                                  % (type(self).__name__, encoder.classes_[0]))
             self.classes_ = encoder.classes_
+        if warm_start and not np.array_equal(np.unique(y), self.classes_):
+            # MLPClassifier's rule: a warm start goes on with the classes of the first fit,
+            # all of them (partial_fit is the way to train on batches of some classes).
+            raise ValueError("warm_start can only be used where y has the same classes as in "
+                             "the previous call to fit. Previously got %r, y has %r"
+                             % (self.classes_.tolist(), np.unique(y).tolist()))
         unknown = np.setdiff1d(y, self.classes_)
         if len(unknown):
             raise ValueError("y has labels %r that are not among the classes %r %s"
@@ -205,7 +250,7 @@ class SparseRegressorMixin(RegressorMixin):
     def _numeric_targets(self):
         return True
 
-    def _encode_targets(self, y, first_pass, classes, sample_weight=None):
+    def _encode_targets(self, y, first_pass, classes, sample_weight=None, warm_start=False):
         finite = np.isfinite(np.asarray(y, dtype=np.float64))
         y = np.asarray(y, dtype=np.float32)
         if not np.isfinite(y)[finite].all():

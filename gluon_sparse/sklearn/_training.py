@@ -14,6 +14,7 @@ What it needs from the rest of the estimator:
   ``_numeric_targets``);
 - ``_validate_training_data`` and ``_reset_fitted_state`` of the base.
 """
+import contextlib
 import logging
 import warnings
 
@@ -38,7 +39,7 @@ from ._params import first_nonfinite_param
 logger = logging.getLogger(__name__)
 
 __all__ = ["TrainingMixin", "registered_optimizer", "raise_if_diverged",
-           "check_partial_fit_params", "check_weight_total", "fit_trainer"]
+           "check_partial_fit_params", "check_weight_total", "fit_trainer", "unchanged_if_refused"]
 
 
 #: Registered MXNet optimizers that cannot train these networks, and why.
@@ -66,6 +67,27 @@ def registered_optimizer(name, alpha=0.0):
                          "optimizer='sparseadagrad' (AdaGrad with weight decay, exact) or "
                          "alpha=0" % alpha)
     return lowered
+
+
+@contextlib.contextmanager
+def unchanged_if_refused(estimator):
+    """Give the estimator back its attributes as they were if the block raises.
+
+    A fit first checks its inputs, and the checks set fitted attributes as they
+    go (``validate_data(reset=True)`` sets ``n_features_in_``, the labels set
+    ``classes_``). A fit refused halfway (unknown optimizer, one class, bad
+    targets) must not leave the earlier network beside the refused call's
+    classes or width, which would predict the new labels with the old network.
+    The attributes are replaced, not mutated, before training starts, so a
+    shallow copy of them is enough.
+    """
+    saved = dict(vars(estimator))
+    try:
+        yield
+    except BaseException:
+        vars(estimator).clear()
+        vars(estimator).update(saved)
+        raise
 
 
 def fit_trainer(estimator, module, optimizer, incremental, optimizer_options):
@@ -200,12 +222,14 @@ class TrainingMixin:
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
         check_partial_fit_params(self, incremental)
         first_pass = not self._is_fitted() or (not self.warm_start and not incremental)
-        X, y = self._validate_training_data(X, y, reset=first_pass)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        targets, n_outputs = self._encode_targets(y, first_pass, classes, sample_weight)
-        optimizer = registered_optimizer(self.optimizer, self.alpha)
-        options = checked_optimizer_params(optimizer, self.optimizer_params)
+        with unchanged_if_refused(self):
+            X, y = self._validate_training_data(X, y, reset=first_pass)
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+            targets, n_outputs = self._encode_targets(y, first_pass, classes, sample_weight,
+                                                      warm_start=not (first_pass or incremental))
+            optimizer = registered_optimizer(self.optimizer, self.alpha)
+            options = checked_optimizer_params(optimizer, self.optimizer_params)
         if first_pass:
             self._reset_fitted_state(parse_context(self.ctx),
                                      fitted=self._new_fit_attributes(n_outputs))

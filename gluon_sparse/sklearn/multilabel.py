@@ -31,12 +31,14 @@ from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import check_training_batch, is_libsvm_source, libsvm_paths, padded_csr_batches
+from ._data import (check_training_batch, existing_libsvm_paths, is_libsvm_source, libsvm_paths,
+                    padded_csr_batches)
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
 from ._optimizer_params import checked_optimizer_params
 from ._training import (check_partial_fit_params, check_weight_total, fit_trainer,
-                        raise_if_diverged, registered_optimizer, weighted_step)
+                        raise_if_diverged, registered_optimizer, unchanged_if_refused,
+                        weighted_step)
 
 __all__ = ["SparseMultiLabelClassifier"]
 
@@ -256,7 +258,7 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
         else:
             source = X
             X, Y, zero_based = load_multilabel(
-                libsvm_paths(source), num_features=self._read_width(training, reset),
+                existing_libsvm_paths(source), num_features=self._read_width(training, reset),
                 zero_based=getattr(self, "zero_based_", "auto"), allow_empty=True,
                 return_zero_based=True, check_labels=labels_wanted)
             X = self._settle_read(X, zero_based, source, libsvm_paths(source), training, reset)
@@ -268,17 +270,18 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
     def _fit(self, X, y, sample_weight=None, incremental=False, classes=None):
         check_partial_fit_params(self, incremental)
         first_pass = not self._is_fitted() or not (self.warm_start or incremental)
-        if first_pass and hasattr(self, "zero_based_"):
-            del self.zero_based_  # a new fit: the base of earlier files no longer applies
-        if is_libsvm_source(X):
-            X, file_labels = self._read_libsvm(X, training=True, reset=first_pass)
-            y = file_labels if y is None else y
-        X = self._validate_X(X, reset=first_pass)
-        Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        optimizer = registered_optimizer(self.optimizer, self.alpha)
-        options = checked_optimizer_params(optimizer, self.optimizer_params)
+        with unchanged_if_refused(self):
+            if first_pass and hasattr(self, "zero_based_"):
+                del self.zero_based_  # a new fit: the base of earlier files no longer applies
+            if is_libsvm_source(X):
+                X, file_labels = self._read_libsvm(X, training=True, reset=first_pass)
+                y = file_labels if y is None else y
+            X = self._validate_X(X, reset=first_pass)
+            Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
+            if sample_weight is not None:
+                sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+            optimizer = registered_optimizer(self.optimizer, self.alpha)
+            options = checked_optimizer_params(optimizer, self.optimizer_params)
         if first_pass:
             self._learn_label_order(Y, sample_weight)
             self._reset_fitted_state(parse_context(self.ctx),
