@@ -444,6 +444,32 @@ def test_two_devices_read_and_restore(tmp_path, optimizer):
     assert_equal()
 
 
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_weight_only_other_operators_read_is_refused_on_any_number_of_devices(devices,
+                                                                               optimizer):
+    """MXNet's Embedding reads a deferred weight without catching rows up: its gradient
+    rows were computed from stale values, and the update refuses them, on one device
+    and on several (where rows behind are otherwise caught up as another device's
+    product operator read them) alike, rather than train on silently wrong."""
+    contexts = [mx.cpu(i) for i in range(devices)]
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Embedding(40, 4, sparse_grad=True), gluon.nn.Flatten(), gluon.nn.Dense(1))
+    net.initialize(mx.init.Uniform(0.5), ctx=contexts)
+    trainer = gluon.Trainer(net.collect_params(), _create(optimizer, 0.01, True),
+                            kvstore="local", update_on_kvstore=False)
+    rng = np.random.default_rng(0)
+    with pytest.raises(mx.MXNetError, match="without bringing it up to date"):
+        for step in range(6):
+            ids = rng.choice(40 if step < 2 else 4, (4 * devices, 2)).astype("f")
+            with autograd.record():
+                losses = [(net(mx.nd.array(ids[4 * k:4 * k + 4], ctx=c)) ** 2).mean()
+                          for k, c in enumerate(contexts)]
+            autograd.backward(losses)
+            trainer.step(1)
+            mx.nd.waitall()
+
+
 @pytest.mark.parametrize("wd", [0.0, 0.01])
 def test_replay_simd_builds_equal_eager(wd, optimizer):
     """The replay's full steps on the baseline and the AVX2 build (host_simd.h), 165

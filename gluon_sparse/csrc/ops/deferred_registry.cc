@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,7 @@ struct Entry {
   gd::FixedScalars fixed{};
   int64_t step = 0;
   gd::ReplayHints hints;  //!< of history[1..hints.scanned], extended as steps come
+  std::atomic<bool> read_by_product{false};  //!< a refresh was asked (read_by_product())
 };
 
 std::mutex registry_mutex;
@@ -218,7 +220,9 @@ int rule_kind(const char* name) {
 bool refresh_rows_cpu(const void* weight, int dtype, const int64_t* cols, int64_t n,
                       std::string* error) {
   const std::shared_ptr<Entry> entry = find(weight);
-  if (!entry || n == 0) return true;
+  if (!entry) return true;
+  entry->read_by_product = true;
+  if (n == 0) return true;
   std::lock_guard<std::mutex> lock(entry->mutex);
   if (!entry->alive) return true;
   if (!check_call(*entry, dtype, kCpu, error)) return false;
@@ -259,7 +263,9 @@ const char* catch_up_gpu(const Entry& e, const void* weight, const int64_t* cols
 bool refresh_rows_gpu(const void* weight, int dtype, const int64_t* cols, int64_t n, void* stream,
                       std::string* error) {
   const std::shared_ptr<Entry> entry = find(weight);
-  if (!entry || n == 0) return true;
+  if (!entry) return true;
+  entry->read_by_product = true;
+  if (n == 0) return true;
   std::lock_guard<std::mutex> lock(entry->mutex);
   if (!entry->alive) return true;
   if (!check_call(*entry, dtype, kGpu, error)) return false;
@@ -280,6 +286,11 @@ bool refresh_rows_gpu(const void* weight, int dtype, const int64_t* cols, int64_
   return true;
 }
 #endif  // GLUON_SPARSE_WITH_CUDA
+
+bool read_by_product(const void* weight) {
+  const std::shared_ptr<Entry> entry = find(weight);
+  return entry && entry->read_by_product;
+}
 
 void set_step(const void* weight, int64_t step) {
   const std::shared_ptr<Entry> entry = find(weight);
