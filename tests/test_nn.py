@@ -330,6 +330,36 @@ def test_factorization_machine_matches_numpy(hybridize, dtype):
     np.testing.assert_allclose(dense_grad(fm.bias), ref_b, **tol)
 
 
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_factorization_machine_sums_a_repeated_column_as_the_dense_matrix_has_it(hybridize):
+    """A row holding column 3 twice (3:1 3:2) stands for x_3 = 3: the FM's output and
+    gradients are those of the dense row (the squared term squared entry by entry gave
+    1 + 4 instead of 9)."""
+    in_units, k = 10, 4
+    fm = FactorizationMachine(k, in_units=in_units, factor_initializer=mx.init.Normal(0.5),
+                              linear_initializer=mx.init.Normal(0.5))
+    fm.initialize()
+    if hybridize:
+        fm.hybridize()
+    indices, indptr = np.array([3, 3, 7, 1, 1]), np.array([0, 3, 5])
+    data = np.array([1.0, 2.0, 0.5, 1.5, -0.5], dtype=np.float32)
+    x = mx.nd.sparse.csr_matrix((data, indices, indptr), shape=(2, in_units))
+    out = grads_of(fm, x)
+    V, w, b = (p.data().asnumpy() for p in (fm.factor, fm.linear, fm.bias))
+    dense = sp.csr_matrix((data, indices, indptr), shape=(2, in_units)).toarray()  # summed
+    ref_out, ref_V, ref_w, _ = numpy_fm(dense, V, w, b)
+    np.testing.assert_allclose(out.asnumpy(), ref_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dense_grad(fm.factor), ref_V, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dense_grad(fm.linear), ref_w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_scipy_batch_is_refused_with_the_conversion_to_use():
+    layer = FullyConnectedSparse(3, in_units=10)
+    layer.initialize()
+    with pytest.raises(TypeError, match="csr_to_ndarray"):
+        layer(random_csr(2, 10, 0.3, seed=0))
+
+
 def test_factorization_machine_deferred_init_and_round_trip(tmp_path):
     x = to_mx(random_csr(4, 25, 0.3, seed=9))
     fm = FactorizationMachine(3)

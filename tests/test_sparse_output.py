@@ -324,6 +324,8 @@ def test_bad_input_is_named():
         out(h, np.array([0, 1]))
     with pytest.raises(ValueError, match="inputs of width 6"):
         out(mx.nd.ones((3, H + 1), dtype="float64"), np.array([0, 1, 2]))
+    with pytest.raises(TypeError, match="float64 parameters but h is float32"):
+        out.scores(mx.nd.ones((3, H)))
     with pytest.raises(ValueError, match="needs label_counts"):
         make_sampler("frequency", 10)
     with pytest.raises(ValueError, match="loss must be"):
@@ -523,3 +525,13 @@ def test_scores_inside_a_forward_pass_read_caught_up_rows():
         h = mx.nd.array(np.random.default_rng(0).standard_normal((5, H)))
         return _ScoresInForward(net[1])(h).asnumpy()
     np.testing.assert_array_equal(run(True), run(False))
+
+
+def test_label_counts_as_an_mxnet_array_draw_as_numpy_counts():
+    counts = np.arange(L) % 7
+    draws = []
+    for given in (counts, mx.nd.array(counts)):
+        out = _block("softmax", "frequency", label_counts=given)
+        out._rng = np.random.default_rng(0)
+        draws.append(out.candidates(np.array([0, 1, 2]), 3)[0])
+    np.testing.assert_array_equal(draws[0], draws[1])

@@ -206,3 +206,29 @@ def test_float16_is_refused_by_name():
     with pytest.raises(TypeError, match="float32 or float64"):
         top_k_scores(mx.nd.ones((2, 4), dtype="float16"), mx.nd.ones((6, 4), dtype="float16"),
                      None, 2)
+
+
+def test_ranking_metrics_take_mxnet_arrays_and_refuse_rankings_that_count_a_label_twice():
+    import scipy.sparse as sp
+    from gluon_sparse.nn.topk import ndcg_at_k, precision_at_k
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 1], [0, 1, 0, 0]], dtype=np.float32))
+    ids = np.array([[3, 1, 2], [0, 2, 1]])
+    want = (1 / 3 + 1 / 3) / 2
+    # A MultiLabelLoader's labels are a CSRNDArray: scipy alone iterated one without end.
+    mx_Y = mx.nd.sparse.csr_matrix((Y.data, Y.indices, Y.indptr), shape=Y.shape)
+    for labels in (Y, Y.toarray(), mx_Y):
+        for ranked in (ids, mx.nd.array(ids, dtype=np.int64)):
+            assert precision_at_k(labels, ranked, 3) == pytest.approx(want)
+    assert ndcg_at_k(mx_Y, ids, 3) == pytest.approx(ndcg_at_k(Y, ids, 3))
+    # Each label once per ranking (a repeated hit gave P@3 = 1 and nDCG@3 = 2.13).
+    for metric in (precision_at_k, ndcg_at_k):
+        with pytest.raises(ValueError, match="more than once"):
+            metric(Y, np.array([[0, 0, 0], [1, 2, 3]]), 3)
+        with pytest.raises(ValueError, match="negative label id"):
+            metric(Y, np.array([[0, -7, 1], [1, 2, 3]]), 3)
+        with pytest.raises(ValueError, match="integer label ids"):
+            metric(Y, np.array([[0.5, 1.0, 2.0], [1, 2, 3]]), 3)
+    # An id past the indicator's columns (a test set narrower than the model): a miss.
+    assert precision_at_k(Y, np.array([[3, 9, 0], [1, 9, 8]]), 3) == pytest.approx((2 / 3 + 1 / 3) / 2)
+    # Whole-number floats are ids.
+    assert precision_at_k(Y, ids.astype(np.float64), 3) == pytest.approx(want)

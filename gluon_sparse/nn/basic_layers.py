@@ -111,6 +111,9 @@ class _SparseInputBlock(HybridBlock):
     """
 
     _row_params = ()
+    #: Whether the block's result depends on a row holding each column once (a product
+    #: that squares entries does); such batches are made canonical before the graph.
+    _needs_canonical_input = False
     _graph_owners = ()  # the hybridized parents whose graphs hold a trace of this block
     _input_grad = False  # the NDArray input of this call needs a gradient
     _traced_input_grad = None  # whether the last traced graph differentiates its input
@@ -198,6 +201,12 @@ class _SparseInputBlock(HybridBlock):
 
     def forward(self, x, *args):
         self._input_grad = False
+        if not isinstance(x, (mx.nd.NDArray, mx.sym.Symbol)) and hasattr(x, "tocsr"):
+            # A scipy matrix: Gluon's own error ("one NDArray or one Symbol") names no way out.
+            raise TypeError("%s takes an MXNet CSRNDArray (or NDArray), got a scipy %s of shape "
+                            "%s; convert it with gluon_sparse.data.csr_to_ndarray(X) or "
+                            "mx.nd.sparse.csr_matrix(X)" % (self.__class__.__name__,
+                                                             type(x).__name__, tuple(x.shape)))
         if isinstance(x, mx.sym.Symbol):
             self._watch_grad_reqs()
         if isinstance(x, mx.nd.NDArray):
@@ -209,10 +218,12 @@ class _SparseInputBlock(HybridBlock):
                     param._finish_deferred_init()
             if x.shape[0] == 0:
                 return self._empty_output(x)
-            if x.stype == "csr" and any(p._grad_stype != "row_sparse"
-                                        for p in self._feature_params()):
-                # MXNet's sparse.dot serves it, unchecked, and its imperative backward
-                # assigns a repeated column's entries instead of adding them.
+            if x.stype == "csr" and (self._needs_canonical_input or
+                                     any(p._grad_stype != "row_sparse"
+                                         for p in self._feature_params())):
+                # MXNet's sparse.dot serves a dense gradient, unchecked, and its imperative
+                # backward assigns a repeated column's entries instead of adding them; a
+                # squared product would square a repeated column's entries one by one.
                 x = checked_csr(x, self.__class__.__name__, canonical=True)
             self._input_grad = _needs_input_grad(x)
             if self._cached_graph and self._traced_input_grad != self._input_grad:
@@ -447,13 +458,17 @@ class FactorizationMachine(_SparseInputBlock):
     ``(batch_size, in_units)``; the result an NDArray of shape
     ``(batch_size, 1)``.
 
-    A row must hold each column at most once, as MXNet's CSR format requires
-    (``scipy.sparse``'s ``X.sum_duplicates()`` makes it so; the estimators do it):
-    the pairwise term squares entry by entry, so ``3:1 3:2`` would count as
-    ``1 + 4`` where ``3:3`` counts ``9``.
+    The pairwise term squares entries one by one, so a row that holds a column
+    twice (``3:1 3:2``, which MXNet's CSR format does not allow) is first made
+    canonical, its entries summed (``3:3``) as ``scipy.sparse`` sums them: an
+    O(nnz) check of each NDArray batch on the host. Inside a hybridized parent
+    no Python runs per batch, and such a row is not checked: feed canonical
+    batches there (``scipy.sparse``'s ``X.sum_duplicates()``; the library's
+    loaders and estimators give them).
     """
 
     _row_params = ("factor", "linear")
+    _needs_canonical_input = True
 
     def __init__(self, factor_size, in_units=0, dtype="float32", factor_initializer=None,
                  linear_initializer="zeros", bias_initializer="zeros", prefix=None, params=None):

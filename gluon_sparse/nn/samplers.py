@@ -149,6 +149,8 @@ class FrequencySampler(CandidateSampler):
     """
 
     def __init__(self, counts, alpha=0.75):
+        if hasattr(counts, "asnumpy"):  # an MXNet NDArray: NumPy cannot read it directly
+            counts = counts.asnumpy()
         counts = np.asarray(counts, dtype=np.float64)
         if counts.ndim != 1 or counts.size == 0:
             raise ValueError("counts must be a non-empty 1-D array (one count per label), got "

@@ -479,6 +479,10 @@ class SampledOutput(HybridBlock):
         Deferred Adam rows are brought up to date first.
         """
         weight, bias = self._dense_params(h.context)
+        if np.dtype(h.dtype) != np.dtype(weight.dtype):
+            raise TypeError("%s has %s parameters but h is %s with shape %s; cast h with "
+                            "h.astype(...)" % (self.name, np.dtype(weight.dtype),
+                                               np.dtype(h.dtype), tuple(h.shape)))
         return _block_scores(h, weight, bias)
 
     def top_k(self, h, k, row_chunk=1024, label_chunk=16384):

@@ -134,7 +134,17 @@ def _hits(Y, ids, k, metric):
     indicator ``Y``, and each row's number of positives."""
     if not _is_int(k) or k < 1:
         raise ValueError("%s@k needs an int k >= 1, got %r" % (metric, k))
-    ids = np.asarray(ids)[:, :k]
+    # MXNet arrays (a MultiLabelLoader's labels are a CSRNDArray) as scipy / NumPy:
+    # scipy does not know them and would iterate one without end.
+    if isinstance(Y, mx.nd.sparse.CSRNDArray):
+        Y = Y.asscipy()
+    elif isinstance(Y, mx.nd.NDArray):
+        Y = Y.asnumpy()
+    ids = ids.asnumpy() if isinstance(ids, mx.nd.NDArray) else np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError("%s@k needs predictions of shape (rows, >= k), got shape %r"
+                         % (metric, ids.shape))
+    ids = ids[:, :k]
     if ids.shape[1] < k:
         raise ValueError("%s@%d needs at least %d predictions per row, got %d"
                          % (metric, k, k, ids.shape[1]))
@@ -142,6 +152,7 @@ def _hits(Y, ids, k, metric):
     if Y.shape[0] != ids.shape[0]:
         raise ValueError("the indicator has %d rows but the predictions %d"
                          % (Y.shape[0], ids.shape[0]))
+    _check_ranked_ids(ids, metric, k)
     Y.eliminate_zeros()  # stored zeros are not positives (nor are they in the counts)
     bad = first_not_binary(Y.data)  # no zeros left: a value that is not 1
     if bad is not None:
@@ -154,15 +165,43 @@ def _hits(Y, ids, k, metric):
     return hits, np.diff(Y.indptr)
 
 
+def _check_ranked_ids(ids, metric, k):
+    """Each row of ``ids`` ranks distinct label ids >= 0: a label counted twice would give
+    precision above its share and nDCG above 1. (An id past the indicator's columns is a
+    label no row of it holds, a miss: a test file's indicator may be narrower than the
+    model's labels.)"""
+    if ids.size == 0:
+        return
+    if ids.dtype.kind == "f":
+        if not np.array_equal(ids, np.floor(ids)):
+            raise ValueError("%s@%d needs integer label ids; got %r"
+                             % (metric, k, ids[ids != np.floor(ids)][0]))
+    elif ids.dtype.kind not in "iu":
+        raise ValueError("%s@%d needs integer label ids; got an array of %s"
+                         % (metric, k, ids.dtype))
+    if (ids < 0).any():
+        row, col = np.argwhere(ids < 0)[0]
+        raise ValueError("%s@%d: row %d ranks the negative label id %r"
+                         % (metric, k, row, ids[row, col]))
+    ordered = np.sort(ids, axis=1)
+    repeated = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    if repeated.any():
+        row = int(np.flatnonzero(repeated)[0])
+        raise ValueError("%s@%d: row %d ranks a label more than once in its top %d: %r"
+                         % (metric, k, row, k, ids[row].tolist()))
+
+
 def precision_at_k(Y, ids, k):
     """Precision@k of ranked predictions: mean over rows of ``|top-k ∩ Y_i| / k``.
 
     Parameters
     ----------
     Y : scipy.sparse matrix of shape (rows, num_labels)
-        The true label indicator.
+        The true label indicator (a NumPy array or MXNet CSRNDArray too).
     ids : numpy.ndarray of shape (rows, >= k)
-        Predicted label ids, best first (as :func:`top_k_scores` returns).
+        Predicted label ids, best first (as :func:`top_k_scores` returns): distinct
+        integers >= 0 in each row's first k, else a ValueError. An id past ``Y``'s
+        columns is a label no row holds (a miss).
     k : int
 
     Returns
@@ -182,7 +221,9 @@ def ndcg_at_k(Y, ids, k):
     Parameters
     ----------
     Y : scipy.sparse matrix of shape (rows, num_labels)
+        As for :func:`precision_at_k`.
     ids : numpy.ndarray of shape (rows, >= k)
+        As for :func:`precision_at_k`.
     k : int
 
     Returns
