@@ -187,6 +187,47 @@ def test_evaluate_refuses_a_file_without_labels(files, tmp_path, capsys):
     assert "no row has a label" in capsys.readouterr().err
 
 
+def test_train_refuses_a_test_file_without_labels_before_training(files, tmp_path, capsys):
+    """Every epoch printed P@1 0.0000 and early stopping kept epoch 1 on it."""
+    d, _, _, _ = files
+    rows = [line.split(" ", 1)[1] for line in (d / "test.txt").read_text().splitlines()]
+    (tmp_path / "unlabelled.txt").write_text("".join(" " + row + "\n" for row in rows))
+    assert cli.main(["train", "--multilabel", str(d / "train.txt"), "--test",
+                     str(tmp_path / "unlabelled.txt"), "--model-dir", str(tmp_path / "m"),
+                     "--epochs", "1", "--hidden", "4", "--num-sampled", "2", "--quiet"]) == 2
+    assert "no row has a label; --test needs" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_evaluate_notes_rows_without_labels_and_labels_never_seen(files, tmp_path, capsys):
+    """What counts as a miss is said, as single-label evaluate says it (it was silent)."""
+    d, Xt, Yt, model_dir = files
+    rows = [([] if i % 2 else [label + 100 for label in row] if i % 3 == 0 else row)
+            for i, row in enumerate(Yt)]
+    _write(tmp_path / "mixed.txt", Xt, rows)
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(tmp_path / "mixed.txt"), "--model-dir",
+                     str(model_dir)]) == 0
+    err = capsys.readouterr().err
+    empty = sum(1 for row in rows if not row)
+    unseen = sum(1 for row in rows if row and min(row) >= 100)
+    assert "note: %d of %d samples have no label and count as 0" % (empty, len(rows)) in err
+    assert "note: %d of %d samples have labels the model never saw" % (unseen, len(rows)) in err
+
+
+def test_predict_top_k_refuses_labels_its_lines_cannot_hold(files, tmp_path, capsys):
+    d, Xt, Yt, _ = files
+    names = [["sci fi" if label == 0 else "l%d" % label for label in row] for row in Yt]
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(4,), num_sampled=2, max_iter=1,
+                                       random_state=0).fit(Xt, names)
+    model.zero_based_ = True
+    model.save(tmp_path / "named")
+    assert cli.main(["predict", str(d / "test.txt"), "--model-dir", str(tmp_path / "named"),
+                     "--top-k", "2", "--out", str(tmp_path / "p.txt")]) == 2
+    assert "'sci fi' cannot be written" in capsys.readouterr().err
+    assert not (tmp_path / "p.txt").exists()
+
+
 def test_the_model_line_says_what_the_metrics_are_computed_on(files, tmp_path, capsys):
     """As single-label train does (it said nothing, so P@k could be read as training P@k)."""
     d, _, _, _ = files

@@ -413,6 +413,46 @@ def test_partial_fit_over_files_of_different_largest_label_ids(tmp_path):
     assert model.score(unseen) == 0.0  # unseen labels count as misses
 
 
+def test_the_first_partial_fit_of_part_files_names_every_label_id(tmp_path):
+    """classes=range(L) was refused ('the classes are its column indices 0..2') when the
+    first part did not hold the largest id, and the later part's id was then refused."""
+    X = sp.random(60, 10, density=0.3, format="csr", random_state=0)
+    X.data = np.ceil(X.data * 8) / 8  # values that the file's '%g' writes exactly
+    first = _write_one_based(tmp_path / "a.svm", X, [[i % 3] for i in range(60)])
+    second = _write_one_based(tmp_path / "b.svm", X, [[3, i % 2] for i in range(60)])
+    params = dict(hidden_layer_sizes=(4,), num_sampled=2, random_state=0)
+    model = SparseMultiLabelClassifier(**params).partial_fit(first, None, classes=range(5))
+    assert model.classes_.tolist() == [0, 1, 2, 3, 4]
+    model.partial_fit(second, None)
+    reference = SparseMultiLabelClassifier(**params).partial_fit(
+        X, [[i % 3] for i in range(60)], classes=range(5))
+    reference.partial_fit(X, [[3, i % 2] for i in range(60)])
+    for a, b in zip(model.predict_top_k(X, 3), reference.predict_top_k(X, 3)):
+        np.testing.assert_array_equal(a, b)
+    without = SparseMultiLabelClassifier(**params).partial_fit(first, None)
+    with pytest.raises(ValueError, match="classes=range"):
+        without.partial_fit(second, None)
+
+
+def test_score_takes_an_indicator_of_another_width_as_label_lists(fitted_ids):
+    """An indicator read from a test file is as wide as that file's largest id: 'Y has 6
+    columns but the model was fitted with 3 labels'. Ids past the model's are misses."""
+    model, X, rows = fitted_ids
+    L = len(model.classes_)
+    wider = [row + [L + 2] for row in rows]
+    assert model.score(X, _indicator(wider, L + 3)) == model.score(X, wider)
+    narrow = [[label for label in row if label < L - 1] for row in rows]
+    assert model.score(X, _indicator(narrow, L - 1)) == model.score(X, narrow)
+
+
+@pytest.fixture(scope="module")
+def fitted_ids():
+    X, Y = _planted(300)
+    model = SparseMultiLabelClassifier(hidden_layer_sizes=(16,), num_sampled=8, max_iter=3,
+                                       random_state=0).fit(X, _indicator(Y))
+    return model, X, Y
+
+
 def test_a_multilabel_dataset_label_that_is_not_an_id_is_named(tmp_path):
     X = sp.random(3, 10, density=0.3, format="csr", random_state=0)
     path = _write_one_based(tmp_path / "a.svm", X, [[1], [2.5], [3]])

@@ -10,6 +10,7 @@ a label the model never saw counts as a positive that no prediction hits (a
 miss for precision@k, and in the ideal ranking of nDCG@k).
 """
 import os
+import sys
 import time
 
 import numpy as np
@@ -57,9 +58,10 @@ def _label_ids(model, labels):
     from ..sklearn.multilabel import classes_are_label_ids
     classes = np.asarray(model.classes_)
     if not classes_are_label_ids(classes):
+        example = next(c for c in classes.tolist() if not classes_are_label_ids(np.asarray([c])))
         raise InputError("the model's labels are not integer ids (e.g. %r): a multi-label "
                          "file's labels are ids, so they cannot be compared; score it in "
-                         "Python" % (classes[0],))
+                         "Python" % (example,))
     return labels.astype(np.int64)
 
 
@@ -109,6 +111,7 @@ def train(args):
           % (", ".join(args.data), X.shape[0], X.shape[1], Y.shape[1], Y.nnz / X.shape[0]))
     if args.test:
         X_test, Y_test, test_base = _load([args.test], zero_based=zero_based)
+        _check_has_labels(Y_test, args.test, "--test")
         X_test = _files.to_model_width(X_test, X.shape[1], [args.test], test_base)
     else:
         fraction = 0.2 if args.validation_fraction is None else args.validation_fraction
@@ -161,6 +164,7 @@ def predict_top_k(args, model, zero_based):
         k = min(_DEFAULT_TOP_K, model.n_outputs_)
     elif k > model.n_outputs_:
         raise InputError("--top-k %d is more than the model's %d labels" % (k, model.n_outputs_))
+    _check_writable_labels(model)
     X, _ = _load_for_model(args.data, model, zero_based, check_labels=False)
     labels, scores = model.predict_top_k(X, k)
     lines = (" ".join("%s:%.6g" % (_files.format_label(label), score)
@@ -171,13 +175,47 @@ def predict_top_k(args, model, zero_based):
     return 0
 
 
+def _check_writable_labels(model):
+    """A "label:score" line splits on whitespace, then at the last ':'; a label with
+    whitespace (a model trained in Python on names) would make it ambiguous."""
+    for label in np.asarray(model.classes_).tolist():
+        text = _files.format_label(label)
+        if text != text.strip() or any(c.isspace() for c in text) or not text:
+            raise InputError("the model's label %r cannot be written in predict's "
+                             "'label:score' lines (it holds whitespace); predict it in Python "
+                             "(model.predict_top_k)" % (label,))
+
+
 def evaluate(args, model, zero_based):
     """``gluon-sparse evaluate`` of a multi-label model: P@1/3/5 and nDCG@1/3/5 (the file
     read with the index base ``zero_based``)."""
     X, Y = _load_for_model(args.data, model, zero_based)
-    if Y.nnz == 0:
-        # As single-label evaluate refuses a file without labels: every P@k would be 0.
-        raise InputError("%s: no row has a label; evaluate needs each row's true labels "
-                         "('3,17 f:v ...'); predict takes unlabelled rows" % args.data)
+    _check_has_labels(Y, args.data, "evaluate")
     print("%s: %d samples  %s" % (args.data, X.shape[0], _format(ranking_metrics(model, X, Y))))
+    _note_uncounted(model, Y)
     return 0
+
+
+def _check_has_labels(Y, name, what):
+    """As single-label evaluate refuses a file without labels: every P@k would be 0 (and
+    early stopping would choose among epochs that all score 0)."""
+    if Y.nnz == 0:
+        raise InputError("%s: no row has a label; %s needs each row's true labels "
+                         "('3,17 f:v ...'); predict takes unlabelled rows" % (name, what))
+
+
+def _note_uncounted(model, Y):
+    """Say on stderr what the metrics count as misses: rows without labels (0 in the
+    mean, as the extreme-classification repository's tools count them) and labels the
+    model never saw (no prediction can hit them)."""
+    empty = int(np.sum(np.diff(Y.indptr) == 0))
+    if empty:
+        print("note: %d of %d samples have no label and count as 0 in every metric"
+              % (empty, Y.shape[0]), file=sys.stderr)
+    known = np.asarray(model.classes_, dtype=np.float64)  # ids: ranking_metrics checked
+    unknown = ~np.isin(Y.indices, known)
+    if unknown.any():
+        rows = np.unique(np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))[unknown])
+        print("note: %d of %d samples have labels the model never saw (e.g. %s): no "
+              "prediction hits them" % (rows.size, Y.shape[0], ", ".join(
+                  str(int(v)) for v in np.unique(Y.indices[unknown])[:5])), file=sys.stderr)

@@ -95,6 +95,14 @@ class MultiLabelTargetsMixin:
                                  "the labels)" % (Y.shape[1] - 1, _abridged(classes)))
             if first_pass:
                 self.classes_, self.multilabel_ = columns, True
+            elif (Y.shape[1] != len(self.classes_) and drop_unknown
+                  and np.array_equal(self.classes_, np.arange(len(self.classes_)))):
+                # Scoring an indicator of label ids read from another file, wider or
+                # narrower than the model's: ids past the model's are labels it never saw
+                # (a miss, as for label lists), and an id it has that the file lacks is
+                # an empty column.
+                Y = Y[:, :len(self.classes_)] if Y.shape[1] > len(self.classes_) else Y
+                Y.resize((Y.shape[0], len(self.classes_)))
             elif Y.shape[1] != len(self.classes_):
                 raise ValueError("Y has %d columns but the model was fitted with %d labels"
                                  % (Y.shape[1], len(self.classes_)))
@@ -144,7 +152,10 @@ class MultiLabelTargetsMixin:
             unknown = [label for label in row if label not in known]
             if unknown:
                 raise ValueError("y has labels %r that are not among the classes %s"
-                                 % (unknown[:10], "seen at fit" if classes is None
+                                 % (unknown[:10], "seen at fit (a warm start or partial_fit "
+                                    "cannot add labels; the first partial_fit's classes= names "
+                                    "every label there will be, e.g. classes=range(L) for a "
+                                    "file's label ids)" if classes is None
                                     else "passed as classes"))
         return sp.csr_matrix(binarizer.fit_transform(rows), dtype=np.float32)
 

@@ -67,6 +67,21 @@ def _with_defaults(init, **defaults):
     return __init__
 
 
+def _widened_to_classes(Y, classes):
+    """A file's label indicator (column j: label id j, up to the file's largest id) with
+    as many columns as ``classes`` names ids, where ``classes`` is ids 0..L-1: the first
+    ``partial_fit`` of part files names every id there will be, and the first part need
+    not hold the largest."""
+    if classes is None or not sp.issparse(Y):
+        return Y
+    ids = np.asarray(list(classes))
+    if (ids.ndim == 1 and classes_are_label_ids(ids) and ids.size >= Y.shape[1]
+            and np.array_equal(ids, np.arange(ids.size))):
+        Y = sp.csr_matrix(Y)
+        Y.resize((Y.shape[0], ids.size))
+    return Y
+
+
 def classes_are_label_ids(classes):
     """Whether a model's ``classes_`` are integer label ids, what a multi-label file's
     labels are (a model fitted on other labels cannot be compared with a file's)."""
@@ -275,7 +290,8 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 del self.zero_based_  # a new fit: the base of earlier files no longer applies
             if is_libsvm_source(X):
                 X, file_labels = self._read_libsvm(X, training=True, reset=first_pass)
-                y = file_labels if y is None else y
+                if y is None:
+                    y = _widened_to_classes(file_labels, classes)
             X = self._validate_X(X, reset=first_pass)
             Y = self._encode_labels(y, first_pass, X.shape[0], classes=classes)
             if sample_weight is not None:
