@@ -215,3 +215,21 @@ def test_an_indicator_value_other_than_0_or_1_is_named(sparse):
     Y = np.array([[0, 1, 0], [1, 0, 0], [0, 2, 1]], dtype=np.float32)
     with pytest.raises(ValueError, match="row 2 has 2.0 for label 1"):
         MultiLabelDataset(X, sp.csr_matrix(Y) if sparse else Y)
+
+
+def test_reading_an_xc_file_as_plain_libsvm_says_what_reads_it(tmp_path):
+    """LibSVMDataset(multilabel=True) and load_libsvm said only "invalid feature '6'"."""
+    from gluon_sparse.data import LibSVMDataset, load_libsvm
+    path = tmp_path / "xc.txt"
+    path.write_text("3 6 4\n0,1 0:1 2:0.5\n3 5:1\n2 1:1\n")
+    for read in (lambda: LibSVMDataset(str(path), multilabel=True),
+                 lambda: load_libsvm(str(path))):
+        with pytest.raises(ValueError, match=r"xc\.txt, line 1: .*extreme-classification "
+                                             r"header.*load_multilabel"):
+            read()
+    X, Y = load_multilabel(str(path))
+    assert X.shape == (3, 6) and Y.shape == (3, 4)
+    # A first line of three numbers is only a header where it fails as data.
+    plain = tmp_path / "plain.txt"
+    plain.write_text("1 1:2 3:4\n")
+    assert load_libsvm(str(plain))[0].shape == (1, 3)

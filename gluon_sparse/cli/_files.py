@@ -73,10 +73,8 @@ def load(paths, zero_based="auto", check_labels=True):
         if re.search(r"invalid label '[^']*,", str(err)):
             raise InputError("%s (a list of labels: multi-label data is read by train "
                              "--multilabel)" % err) from None
-        if _error_on_an_xc_header(paths, err):
-            raise InputError("%s: the line is an extreme-classification header ('num_rows "
-                             "num_features num_labels'), so the file holds multi-label data, "
-                             "which train --multilabel reads" % err) from None
+        if "is an extreme-classification header" in str(err):  # load_libsvm's hint
+            raise InputError(str(err)) from None
         raise
     names = ", ".join(map(str, paths))
     if X.shape[0] == 0:
@@ -93,20 +91,6 @@ def load(paths, zero_based="auto", check_labels=True):
                          "or beyond 3.4e38 cannot be trained on or scored)"
                          % (path, line, float(y[bad[0]])))
     return X, y, zero_based
-
-
-def _error_on_an_xc_header(paths, err):
-    """Whether the parser's ``err`` is on line 1 of one of ``paths`` and that line is an
-    extreme-classification header (which only ``load_multilabel`` reads)."""
-    from ..data.libsvm import open_libsvm_buffer, xc_header
-    for path in paths:
-        if str(err).startswith("%s, line 1: " % path):
-            try:
-                with open_libsvm_buffer(path) as buf:
-                    return xc_header(buf)[0] is not None
-            except (OSError, ValueError):
-                return False
-    return False
 
 
 def check_has_features(X, paths):

@@ -287,9 +287,17 @@ def load_libsvm(paths, num_features=None, zero_based="auto", dtype="float32", mu
     for path in paths:
         start = time.perf_counter()
         with open_libsvm_buffer(path) as buf:
-            chunks.append(parse_libsvm_bytes(
-                buf, dtype=dtype, multilabel=multilabel, reject_zero=zero_based is False,
-                allow_unsorted=allow_unsorted, num_threads=num_threads, source=path))
+            try:
+                chunks.append(parse_libsvm_bytes(
+                    buf, dtype=dtype, multilabel=multilabel, reject_zero=zero_based is False,
+                    allow_unsorted=allow_unsorted, num_threads=num_threads, source=path))
+            except ValueError as err:
+                if str(err).startswith("%s, line 1: " % path) and xc_header(buf)[0] is not None:
+                    raise ValueError("%s: the line is an extreme-classification header "
+                                     "('num_rows num_features num_labels'), so the file holds "
+                                     "multi-label data, which gluon_sparse.data.load_multilabel "
+                                     "reads (and gluon-sparse train --multilabel)" % err) from None
+                raise
             size = len(buf)
         seconds = time.perf_counter() - start
         logger.debug("parsed %s: %d rows, %d non-zeros, %.1f MB in %.2f s (%.0f MB/s)", path,
