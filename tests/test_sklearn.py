@@ -957,6 +957,8 @@ def test_a_model_fitted_on_a_matrix_says_when_a_files_index_base_is_a_guess(tmp_
     ("groupadagrad", 0.0, "2-D weights only"),
     ("test", 0.0, "unit tests"),
     ("adagrad", 1e-4, "use optimizer='sparseadagrad'"),
+    ("nag", 1e-4, "use optimizer='sparsenag'"),
+    ("lbsgd", 1e-4, "use optimizer='sparsesgd'"),
 ])
 def test_optimizers_that_cannot_train_these_networks_are_refused_with_the_reason(
         optimizer, alpha, message):
@@ -971,6 +973,50 @@ def test_optimizers_that_cannot_train_these_networks_are_refused_with_the_reason
         with pytest.raises(ValueError, match="optimizer=.%s.*%s" % (optimizer, message)):
             model.fit(X, [[label] for label in y] if isinstance(
                 model, SparseMultiLabelClassifier) else y)
+
+
+@pytest.mark.parametrize("mxnet_name, ours", [("adam", "sparseadam"), ("sgd", "sparsesgd")])
+def test_mxnets_adam_and_sgd_take_the_standard_update_as_mlpclassifier(mxnet_name, ours):
+    """MXNet's lazy update (its default) left the rows of features absent from a batch
+    without their L2 penalty: the estimators ask for the standard one, which
+    gluon-sparse's optimizers give bitwise."""
+    X, y = sparse_blobs()
+    X = X.tolil()
+    X[:, :50] = 0  # features absent from every batch: only the penalty moves their rows
+    X = X.tocsr()
+    X.eliminate_zeros()
+    params = dict(hidden_layer_sizes=(4,), max_iter=2, alpha=0.5, batch_size=50,
+                  shuffle=False, random_state=0)
+    theirs = SparseMLPClassifier(optimizer=mxnet_name, **params).fit(X, y)
+    exact = SparseMLPClassifier(optimizer=ours, **params).fit(X, y)
+    first = [clf.module_[0].weight.data().asnumpy() for clf in (theirs, exact)]
+    initial = SparseMLPClassifier(optimizer=ours, learning_rate_init=1e-30,
+                                  **params).fit(X, y).module_[0].weight.data().asnumpy()
+    assert not np.allclose(first[0][:50], initial[:50])  # the absent rows decayed
+    np.testing.assert_allclose(first[0], first[1], rtol=1e-5, atol=1e-7)
+
+
+def test_the_reported_penalty_is_over_the_trained_weights_only():
+    """A BatchNorm's running mean and var have no gradient: alpha does not move them, and
+    loss_ charged their squares."""
+    from mxnet import gluon
+    X, y = sparse_blobs()
+
+    def module(n_outputs):
+        net = gluon.nn.HybridSequential()
+        net.add(FullyConnectedSparse(6), gluon.nn.BatchNorm(), gluon.nn.Dense(n_outputs))
+        return net
+
+    params = dict(module=module, max_iter=1, alpha=2.0, batch_size=len(y), random_state=0)
+    still = SparseNetClassifier(learning_rate_init=1e-30, **params).fit(X, y)
+    trained = [p.data().asnumpy() for p in still.module_.collect_params().values()
+               if not p.name.endswith(("bias", "beta", "running_mean", "running_var"))]
+    bn = still.module_[1]
+    penalty = 0.5 * 2.0 * sum(float((w.astype(np.float64) ** 2).sum()) for w in trained
+                              + [bn.beta.data().asnumpy()])
+    data_loss = float(still.loss_) - penalty / len(y)
+    fresh = SparseNetClassifier(learning_rate_init=1e-30, **dict(params, alpha=0.0)).fit(X, y)
+    assert data_loss == pytest.approx(float(fresh.loss_), rel=1e-5)
 
 
 def test_adagrad_without_weight_decay_trains():

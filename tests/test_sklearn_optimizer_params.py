@@ -51,17 +51,18 @@ def test_the_params_train_as_an_optimizer_built_with_them(optimizer, params, ref
 
 
 def test_sgd_momentum_with_the_deferred_family_equals_mxnets_own():
-    """'sparsesgd' with momentum (deferred, exact) trains as MXNet's standard SGD with it
-    (lazy_update=False: MXNet's default lazy update stops the momentum of absent rows)."""
+    """'sparsesgd' with momentum (deferred, exact) trains as MXNet's standard SGD with it,
+    which the estimators ask for (lazy_update=False) unless optimizer_params say otherwise:
+    MXNet's default lazy update stops the momentum of absent rows."""
     X, y = _data(3)
     kwargs = dict(hidden_layer_sizes=(8,), alpha=1e-4, random_state=0, batch_size=16,
                   max_iter=3, learning_rate_init=0.01)
     ours = SparseMLPClassifier(optimizer="sparsesgd", optimizer_params={"momentum": 0.9},
                                **kwargs).fit(X, y)
-    standard = SparseMLPClassifier(optimizer="sgd", optimizer_params={
-        "momentum": 0.9, "lazy_update": False}, **kwargs).fit(X, y)
-    lazy = SparseMLPClassifier(optimizer="sgd", optimizer_params={"momentum": 0.9},
-                               **kwargs).fit(X, y)
+    standard = SparseMLPClassifier(optimizer="sgd", optimizer_params={"momentum": 0.9},
+                                   **kwargs).fit(X, y)
+    lazy = SparseMLPClassifier(optimizer="sgd", optimizer_params={
+        "momentum": 0.9, "lazy_update": True}, **kwargs).fit(X, y)
     np.testing.assert_allclose(ours.predict_proba(X), standard.predict_proba(X), rtol=1e-5,
                                atol=1e-6)
     assert not np.allclose(ours.predict_proba(X), lazy.predict_proba(X), rtol=1e-5, atol=1e-6)

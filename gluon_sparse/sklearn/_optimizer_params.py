@@ -55,13 +55,18 @@ def _fits_the_default(value, default):
     return True
 
 
-def _estimator_defaults(optimizer):
+def _estimator_defaults(optimizer, declared):
     """The options the estimators give ``optimizer`` unless ``optimizer_params`` say
     otherwise: ``deferred=True`` for any optimizer of gluon-sparse's family, the
     standard update at lazy cost (updates of rows absent from a batch are replayed
-    exactly when the rows are next read)."""
+    exactly when the rows are next read); ``lazy_update=False`` for MXNet's own
+    optimizers that have a lazy update (``'adam'``, ``'sgd'``, ...): MLPClassifier's
+    update is the standard one, and a lazy one leaves the rows of features absent
+    from a batch without their L2 penalty (``alpha``) and their momentum."""
     from ..optimizer import supports_deferred
-    return {"deferred": True} if supports_deferred(optimizer) else {}
+    if supports_deferred(optimizer):
+        return {"deferred": True}
+    return {"lazy_update": False} if "lazy_update" in declared else {}
 
 
 def checked_optimizer_params(optimizer, params):
@@ -78,7 +83,8 @@ def checked_optimizer_params(optimizer, params):
     Returns
     -------
     dict
-        ``deferred=True`` where the optimizer takes it, updated with ``params``.
+        ``deferred=True`` where the optimizer takes it (``lazy_update=False`` for
+        MXNet's own optimizers that have a lazy update), updated with ``params``.
 
     Raises
     ------
@@ -107,7 +113,7 @@ def checked_optimizer_params(optimizer, params):
             raise ValueError("optimizer_params=%r: %r must be a %s (its default is %r), got %r"
                              % (params, name, kind, defaults[name], value))
         options[name] = value
-    options = {**_estimator_defaults(optimizer), **options}
+    options = {**_estimator_defaults(optimizer, defaults), **options}
     try:
         # As the Trainer will build it, so that a combination the optimizer refuses
         # (lazy_update=True with deferred) is refused before training.

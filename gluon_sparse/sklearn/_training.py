@@ -49,6 +49,11 @@ UNUSABLE_OPTIMIZERS = {
 }
 
 
+#: MXNet optimizers whose row_sparse update is lazy, with no option to make it standard,
+#: and the gluon-sparse optimizer with the standard update.
+_LAZY_ONLY = {"nag": "sparsenag", "lbsgd": "sparsesgd"}
+
+
 def registered_optimizer(name, alpha=0.0):
     """``name`` lower-cased, if it is a registered MXNet optimizer ('sparseadam' is, by this
     import) that can train these networks with L2 penalty ``alpha``; else a ValueError."""
@@ -60,6 +65,13 @@ def registered_optimizer(name, alpha=0.0):
     if lowered in UNUSABLE_OPTIMIZERS:
         raise ValueError("optimizer=%r cannot train these networks: %s; choose another, e.g. "
                          "'sparseadam'" % (name, UNUSABLE_OPTIMIZERS[lowered]))
+    if lowered in _LAZY_ONLY and alpha > 0:
+        # Their row_sparse update has no standard form to ask for (lazy_update=False,
+        # which the estimators pass to 'adam' and 'sgd', optimizer_params.py).
+        raise ValueError("optimizer=%r with alpha=%g: MXNet's %s updates the sparse first "
+                         "layer's row_sparse gradient lazily, so the rows of features absent "
+                         "from a batch would get no L2 penalty; use optimizer=%r (the standard "
+                         "update, exact) or alpha=0" % (name, alpha, name, _LAZY_ONLY[lowered]))
     if lowered == "adagrad" and alpha > 0:
         # MXNet fails inside the first step, with a storage-type error naming no option.
         raise ValueError("optimizer='adagrad' with alpha=%g: MXNet's AdaGrad has no weight decay "
@@ -411,9 +423,11 @@ class TrainingMixin:
         return 1.0
 
     def _squared_weight_norm(self):
-        """``||W||^2`` over every penalised parameter (all but the biases), as an NDArray."""
-        params = [param for name, param in self._get_module().collect_params().items()
-                  if not name.endswith("bias")]
+        """``||W||^2`` over every penalised parameter, as an NDArray: those the optimizer
+        decays (``fit_trainer`` leaves the biases out), and trains (a BatchNorm's running
+        mean and var have no gradient: no penalty moves them)."""
+        params = [param for param in self._get_module().collect_params().values()
+                  if param.wd_mult != 0 and param.grad_req != "null"]
         squares = [mx.nd.zeros((1,), ctx=self._ctx)]
         for param in params:
             flat = param.data().reshape((-1,))
