@@ -563,3 +563,18 @@ def test_a_size_past_int64_is_named(tmp_path, size):
         load_libsvm(str(path), num_features=size)
     with pytest.raises(ValueError, match="num_labels=%d is too large" % size):
         load_multilabel(str(path), num_labels=size)
+
+
+def test_parse_libsvm_bytes_reads_any_numpy_view_as_its_bytes_in_order():
+    """A reversed view made the parser read past the buffer's end (its address is the
+    last element's), and a uint16 view had only half its bytes read."""
+    text = b"1 1:2\n0 2:3\n"
+    want = parse_libsvm_bytes(text)
+    wide = np.frombuffer(text, dtype=np.uint16)  # 12 bytes as 6 elements
+    got = parse_libsvm_bytes(wide)
+    assert got.num_rows == 2
+    np.testing.assert_array_equal(got.values, want.values)
+    backwards = np.frombuffer(text[::-1], dtype=np.uint8)[::-1]  # the text, negative stride
+    got = parse_libsvm_bytes(backwards)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.labels, want.labels)

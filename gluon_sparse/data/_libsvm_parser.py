@@ -149,8 +149,15 @@ class ParsedChunk:
 
 
 def _buffer_address(buf):
-    """(address, length) of a bytes-like object, without copying it."""
-    array = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    """``(array, address, length in bytes)`` of a bytes-like object, without copying it
+    where it is one contiguous run of bytes (the parser reads ``length`` bytes from
+    ``address``: a strided or reversed view, or wider elements, would have it read
+    past the data or only part of it)."""
+    if not isinstance(buf, np.ndarray):
+        buf = np.frombuffer(buf, dtype=np.uint8)
+    elif not buf.flags.c_contiguous:
+        buf = np.ascontiguousarray(buf)
+    array = buf.reshape(-1).view(np.uint8)
     return array, array.ctypes.data, array.size
 
 

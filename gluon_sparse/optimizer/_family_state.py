@@ -132,8 +132,10 @@ class DeferredRuleState(_registry.RegisteredState):
             The rule's step scalars (``Rule.step``).
         rescale_grad : float
             Applied to the gradient's rows.
-        catch_up : bool, default False
-            Bring gradient rows that are behind up to date first (several devices).
+        catch_up : bool or 'if read', default False
+            Bring gradient rows that are behind up to date first; ``'if read'``
+            (several devices): only if a product operator has read the weight
+            (see :meth:`DeferredAdamState.update`).
         """
         self.bind(weight)  # outside the lock: it may wait (DeferredAdamState.update)
         with _registry.state_locked():
@@ -153,7 +155,8 @@ class DeferredRuleState(_registry.RegisteredState):
         _native.load_ops()
         op = getattr(mx.nd, "gluon_sparse_%s_deferred_update" % self.rule)
         op(weight, grad, *self.states, self.last_step, self.history, out=weight, step=step,
-           rescale_grad=rescale_grad, catch_up=int(catch_up), **scalars, **self.fixed)
+           rescale_grad=rescale_grad, **deferred.catch_up_args(catch_up), **scalars,
+           **self.fixed)
         self.step = step
 
     def flush(self):
@@ -237,5 +240,6 @@ def update(optimizer, rule, index, weight, grad, state):
     deferred.remember_state(optimizer, state)
     param = deferred._parameter_of(optimizer, index)
     several_devices = param is not None and param._data is not None and len(param._data) > 1
-    state.update(weight, grad, step, scalars, optimizer.rescale_grad, catch_up=several_devices)
+    state.update(weight, grad, step, scalars, optimizer.rescale_grad,
+                 catch_up="if read" if several_devices else False)
     deferred.settle_read_whole(param, state)

@@ -70,6 +70,14 @@ _states_by_optimizer = weakref.WeakKeyDictionary()
 _read_whole = weakref.WeakKeyDictionary()
 
 
+def catch_up_args(catch_up):
+    """The deferred update operators' ``catch_up`` and ``catch_up_if_read`` for a state's
+    ``catch_up`` argument (False, True or 'if read')."""
+    if catch_up not in (False, True, "if read"):
+        raise ValueError("catch_up must be False, True or 'if read', got %r" % (catch_up,))
+    return {"catch_up": int(bool(catch_up)), "catch_up_if_read": int(catch_up == "if read")}
+
+
 def set_read_whole(params, whole, owner, trace=None):
     """Say whether ``owner``'s graph reads every row of ``params`` (a sparse block's input
     gradient, ``ograd . W^T``, reads the whole weight, not only the batch's rows).
@@ -196,10 +204,14 @@ class DeferredAdamState(RegisteredState):
             As for ``adam_update``.
         clip_gradient : float or None
             None (or a negative value) disables clipping.
-        catch_up : bool, default False
+        catch_up : bool or 'if read', default False
             Bring gradient rows that are behind up to date before the step. Needed
             with several devices (the summed gradient holds rows that only another
             device read); otherwise such a row means it was read stale, an error.
+            ``'if read'`` (what the Trainer's update gives with several devices):
+            only if a product operator has read the weight; rows behind in a weight
+            that only other operators read (an Embedding's) were read stale, and
+            are refused as on one device.
         """
         # Bound first, outside the lock: binding may wait for the weight's pending
         # writes, among them engine calls whose garbage collection may run a dropped
@@ -221,7 +233,7 @@ class DeferredAdamState(RegisteredState):
             self._grow_history(step)
         kwargs = {"lr": lr, "step": step, "beta1": self.beta1, "beta2": self.beta2,
                   "epsilon": self.epsilon, "wd": wd, "rescale_grad": rescale_grad,
-                  "catch_up": int(catch_up)}
+                  **catch_up_args(catch_up)}
         if clip_gradient is not None:
             kwargs["clip_gradient"] = clip_gradient
         mx.nd.gluon_sparse_adam_deferred_update(weight, grad, self.mean, self.var, self.last_step,
@@ -381,7 +393,8 @@ def update(optimizer, index, weight, grad, state):
         several_devices = param._data is not None and len(param._data) > 1
     # As mx.optimizer.Adam: clip_gradient None or 0 means no clipping.
     clip = optimizer.clip_gradient if optimizer.clip_gradient else None
-    state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip, catch_up=several_devices)
+    state.update(weight, grad, t, lr, wd, optimizer.rescale_grad, clip,
+                 catch_up="if read" if several_devices else False)
     settle_read_whole(param, state)
 
 

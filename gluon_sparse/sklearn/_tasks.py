@@ -4,11 +4,11 @@ A task mixin comes first in an estimator's bases (``class
 SparseMLPClassifier(SparseClassifierMixin, _BaseSparseMLP)``) and gives the
 training loop and prediction these hooks:
 
-``_encode_targets(y, first_pass, classes, sample_weight=None, warm_start=False) -> (targets, n_outputs)``
-    Validated ``y`` to the float32 array the loss takes (first pass: also
-    learn the fitted label state, e.g. ``classes_``, and what is counted of
-    it, with the sample weights; ``warm_start``: a warm-started ``fit``, not
-    the first pass nor ``partial_fit``).
+``_encode_targets(y, first_pass, classes, sample_weight=None, warm_start=False)``
+    ``(targets, n_outputs)``: validated ``y`` as the float32 array the loss
+    takes (first pass: also learn the fitted label state, e.g. ``classes_``,
+    and what is counted of it, with the sample weights; ``warm_start``: a
+    warm-started ``fit``, not the first pass nor ``partial_fit``).
 ``_loss()``
     The per-sample Gluon loss (``self.loss`` when the estimator has one).
 ``_score_encoded(X, targets, sample_weight)``
@@ -85,7 +85,8 @@ class SparseClassifierMixin(ClassifierMixin):
             raise ValueError("%s takes one label per sample (y of shape (n_samples,)); this y is "
                              "a multi-label indicator of shape %r: use "
                              "gluon_sparse.sklearn.SparseMultiLabelClassifier"
-                             % (type(self).__name__, tuple(y.shape if hasattr(y, "shape") else np.shape(y))))
+                             % (type(self).__name__,
+                                tuple(y.shape if hasattr(y, "shape") else np.shape(y))))
         return super()._validate_training_data(X, y, reset)
 
     def _multi_output_targets(self):

@@ -28,7 +28,9 @@
  * diverging from standard Adam. With `catch_up=1` such rows are brought up to
  * date first instead: with several devices the gradient is summed over all of
  * them, and a row that only another device's batch read (and refreshed there)
- * is legitimately behind on this one.
+ * is legitimately behind on this one. With `catch_up_if_read=1` too, only
+ * where a product operator has read the weight (deferred_registry.h,
+ * read_by_product): a weight that only other operators read was read stale.
  *
  * weight, mean and var are dense, of one dtype (float32 or float64); mean,
  * var, last_step and history are mutated inputs, the weight is written through
@@ -71,11 +73,15 @@ bool parse_params(const ops::Attrs& attrs, bool is_update, Params* p) {
       if (!ops::parse_bool(op, kv.first, kv.second, &p->catch_up)) return false;
       continue;
     }
+    if (is_update && kv.first == "catch_up_if_read") {
+      if (!ops::parse_bool(op, kv.first, kv.second, &p->catch_up_if_read)) return false;
+      continue;
+    }
     const auto field = fields.find(kv.first);
     if (field == fields.end()) {
       GS_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << (is_update ? "lr, step, beta1, beta2, epsilon, wd, rescale_grad, "
-                                   "clip_gradient, catch_up"
+                                   "clip_gradient, catch_up, catch_up_if_read"
                                  : "step, beta1, beta2, epsilon");
       return false;
     }

@@ -33,6 +33,7 @@ struct Params {
   float clip_gradient = -1.0f;
   int64_t step = -1;
   bool catch_up = false;
+  bool catch_up_if_read = false;  //!< catch up only a weight a product operator read
 };
 
 /*! \brief Parse `attrs`; `is_update` selects the update's parameters, else the flush's. */

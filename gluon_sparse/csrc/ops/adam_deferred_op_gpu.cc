@@ -98,9 +98,9 @@ MXReturnValue compute_gpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
       !collect_args(kUpdateName, kUpdateLayout, *inputs, *outputs, p.step, &a)) {
     return MX_FAIL;
   }
-  // Rows behind are caught up only where a product operator reads the weight
-  // (deferred_registry.h, read_by_product).
-  p.catch_up = p.catch_up && read_by_product(a.weight);
+  // catch_up_if_read: rows behind are caught up only where a product operator read
+  // the weight (deferred_registry.h, read_by_product).
+  p.catch_up = p.catch_up && (!p.catch_up_if_read || read_by_product(a.weight));
   void* stream = res.get_cuda_stream();
   const bool ok = ops::with_float_type(a.dtype, [&](auto zero) {
     return update_gpu_typed<decltype(zero)>(p, a, res, stream);

@@ -67,14 +67,16 @@ void set_step(const void* weight, int64_t step);
  * \brief Whether a product operator has asked to refresh rows of the registered
  *        weight at `weight` (false if it is not registered).
  *
- * An update with catch_up=1 (several devices: the summed gradient holds rows
- * that only another device's forward pass read) trusts that every gradient row
- * was read up to date on some device. That holds where the product operators
- * read the weight; a weight that only other operators read (an Embedding's,
- * say) was read stale, and the update must refuse the rows behind as it does
- * on one device rather than catch them up under a gradient computed from stale
- * values. Call it from the update operator: the engine runs it after the
- * forward passes that read the weight.
+ * The Trainer's update with several devices catches gradient rows that are
+ * behind up to date (catch_up=1: the summed gradient holds rows that only
+ * another device's forward pass read), trusting that every gradient row was
+ * read up to date on some device. That holds where the product operators read
+ * the weight; a weight that only other operators read (an Embedding's, say)
+ * was read stale, and the update must refuse the rows behind as it does on one
+ * device rather than catch them up under a gradient computed from stale
+ * values: the update's catch_up_if_read=1 asks for that. Call it from the
+ * update operator: the engine runs it after the forward passes that read the
+ * weight.
  */
 bool read_by_product(const void* weight);
 

@@ -34,7 +34,10 @@ std::string parameter_list(const RuleInfo& info, OpKind kind) {
   }
   for (int i = 0; i < info.num_fixed; ++i) add(info.fixed_names[i]);
   if (kind != OpKind::kFlush) add("rescale_grad");
-  if (kind == OpKind::kDeferredUpdate) add("catch_up");
+  if (kind == OpKind::kDeferredUpdate) {
+    add("catch_up");
+    add("catch_up_if_read");
+  }
   return names;
 }
 
@@ -76,6 +79,8 @@ bool parse_params(const RuleInfo& info, OpKind kind, const ops::Attrs& attrs, Pa
       ok = ops::parse_positive_int(op, "step", kv.second, &p->step);
     } else if (kind == OpKind::kDeferredUpdate && kv.first == "catch_up") {
       ok = ops::parse_bool(op, kv.first, kv.second, &p->catch_up);
+    } else if (kind == OpKind::kDeferredUpdate && kv.first == "catch_up_if_read") {
+      ok = ops::parse_bool(op, kv.first, kv.second, &p->catch_up_if_read);
     } else {
       GS_ERROR_MSG << op << ": unknown parameter '" << kv.first << "'; the parameters are "
                    << parameter_list(info, kind);

@@ -6,11 +6,14 @@
  *     The eager update: every row steps, the gradient's rows with their
  *     gradient, the others without (MXNet's dense-gradient update, one pass).
  *   gluon_sparse_<name>_deferred_update(weight, grad, <states>, last_step, history,
- *       out=weight, step=t, <step scalars>, <fixed scalars>, rescale_grad=1, catch_up=0)
+ *       out=weight, step=t, <step scalars>, <fixed scalars>, rescale_grad=1, catch_up=0,
+ *       catch_up_if_read=0)
  *     Records step t's scalars in history[t] (a (capacity, kNumStep) float32
  *     array) and steps only the gradient's rows, which must be at step t - 1
- *     (a forward pass brought them there) unless catch_up=1 or their missed
- *     steps are no-ops; sets their last_step (int64, one per row) to t.
+ *     (a forward pass brought them there) unless catch_up=1 (with
+ *     catch_up_if_read=1: and a product operator has read the weight, see
+ *     deferred_registry.h) or their missed steps are no-ops; sets their
+ *     last_step (int64, one per row) to t.
  *   gluon_sparse_<name>_deferred_flush(weight, <states>, last_step, history, out=weight,
  *       step=t, <fixed scalars>)
  *     Replays every row's missed steps up to t.
@@ -86,6 +89,7 @@ struct Params {
   float rescale_grad = 1.0f;
   int64_t step = -1;  //!< the deferred ops' 1-based update count
   bool catch_up = false;
+  bool catch_up_if_read = false;  //!< catch up only a weight a product operator read
 };
 
 /*! \brief The position of `key` among the first `n` of `names`, -1 if absent. */
