@@ -863,11 +863,13 @@ def test_the_optimizers_offered_are_those_accepted_and_each_trains(tmp_path, cap
                      "sparseadamax"]) == 2
     out, err = capsys.readouterr()
     assert "data:" not in out and "needs --optimizer-param epsilon=1e-8" in err, err
-    # The one combination the estimators refuse: before the data is read, in flags.
-    assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "m"), "--optimizer",
-                     "adagrad", "--alpha", "0.01"]) == 2
-    out, err = capsys.readouterr()
-    assert "data:" not in out and "--optimizer adagrad with --alpha 0.01" in err, err
+    # The combinations the estimators refuse: before the data is read, in flags.
+    for name, instead in (("adagrad", "sparseadagrad"), ("nag", "sparsenag")):
+        assert cli.main(["train", HEART_SCALE, "--model-dir", str(tmp_path / "m"),
+                         "--optimizer", name, "--alpha", "0.01"]) == 2
+        out, err = capsys.readouterr()
+        assert "data:" not in out and "--optimizer %s with --alpha 0.01" % name in err, err
+        assert "use --optimizer %s" % instead in err, err
 
 
 def test_an_xc_file_without_multilabel_says_to_pass_it(tmp_path, trained, capsys):

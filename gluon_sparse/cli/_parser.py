@@ -100,7 +100,7 @@ def build_parser():
                        help="L2 penalty (default 0; > 0 makes every weight row move every step)")
     train.add_argument("--optimizer", type=types.optimizer_name, default="sparseadam",
                        metavar="NAME",
-                       help="one of %s (default sparseadam; adagrad only with --alpha 0; "
+                       help="one of %s (default sparseadam; adagrad, nag, lbsgd only with --alpha 0; "
                             "sparseadamax only with --optimizer-param epsilon=1e-8)"
                             % ", ".join(types.optimizer_names()))
     train.add_argument("--optimizer-param", type=types.optimizer_param, action="append",

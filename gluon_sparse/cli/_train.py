@@ -7,6 +7,7 @@ model to replace). After training only the atomic write of the model is left.
 """
 import logging
 import os
+import re
 import time
 
 import numpy as np
@@ -119,12 +120,14 @@ def check_optimizer(args):
         # Checked after training it would waste the run: the estimators refuse the NaN.
         raise InputError("--optimizer sparseadamax needs --optimizer-param epsilon=1e-8 (or "
                          "another positive epsilon): without one, %s" % ADAMAX_REASON)
-    if args.optimizer == "adagrad" and args.alpha > 0:
-        # The estimator refuses it too, but after the data is read, in its own words.
-        raise InputError("--optimizer adagrad with --alpha %g: MXNet's AdaGrad has no weight "
-                         "decay for the row_sparse gradient of the sparse first layer; use "
-                         "--optimizer sparseadagrad (AdaGrad with weight decay) or --alpha 0"
-                         % args.alpha)
+    from ..sklearn._training import registered_optimizer
+    try:
+        # The estimator refuses these too (adagrad, nag, lbsgd with --alpha > 0: no weight
+        # decay for the rows absent from a batch), but only after the data is read.
+        registered_optimizer(args.optimizer, args.alpha)
+    except ValueError as err:
+        raise InputError(re.sub(r"\boptimizer='([^']*)'", r"--optimizer \1",
+                                re.sub(r"\balpha=", "--alpha ", str(err)))) from None
 
 
 def _validation_fraction(args):
