@@ -180,7 +180,7 @@ def _check_writable_labels(model):
     whitespace (a model trained in Python on names) would make it ambiguous."""
     for label in np.asarray(model.classes_).tolist():
         text = _files.format_label(label)
-        if text != text.strip() or any(c.isspace() for c in text) or not text:
+        if not text or any(c.isspace() for c in text):
             raise InputError("the model's label %r cannot be written in predict's "
                              "'label:score' lines (it holds whitespace); predict it in Python "
                              "(model.predict_top_k)" % (label,))

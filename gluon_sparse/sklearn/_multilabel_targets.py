@@ -100,8 +100,7 @@ class MultiLabelTargetsMixin:
                 # Scoring an indicator of label ids read from another file, wider or
                 # narrower than the model's: ids past the model's are labels it never saw
                 # (a miss, as for label lists), and an id it has that the file lacks is
-                # an empty column.
-                Y = Y[:, :len(self.classes_)] if Y.shape[1] > len(self.classes_) else Y
+                # an empty column (resize drops the one and pads the other).
                 Y.resize((Y.shape[0], len(self.classes_)))
             elif Y.shape[1] != len(self.classes_):
                 raise ValueError("Y has %d columns but the model was fitted with %d labels"

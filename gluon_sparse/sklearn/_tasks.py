@@ -60,19 +60,18 @@ class SparseClassifierMixin(ClassifierMixin):
         none of them (fitted on names, or on 0/1 for a file of -1/+1), which would count
         every row as a miss; warn where some rows' labels are not among the classes."""
         classes = set(self.classes_.tolist())  # names and numbers never equal: no sorting of both
-        labels = np.unique(y)
-        known = np.isin(y, [label for label in labels.tolist() if label in classes])
-        if not known.any():
+        labels = np.unique(y).tolist()
+        seen = [label for label in labels if label in classes]
+        unknown = [label for label in labels if label not in classes]
+        if not seen:
             raise ValueError("%s.score(X as a LibSVM file) compares the file's labels, %r, with "
                              "the model's classes %r, and none of them is a class; pass y= the "
                              "true labels in the model's terms"
-                             % (type(self).__name__, labels.tolist()[:10],
-                                self.classes_.tolist()[:10]))
-        if not known.all():
+                             % (type(self).__name__, labels[:10], self.classes_.tolist()[:10]))
+        if unknown:
             warnings.warn("%d of the %d rows of the LibSVM file have labels that are not among "
                           "the model's classes (%r); they count as misses"
-                          % (int((~known).sum()), len(y),
-                             [label for label in labels.tolist() if label not in classes][:10]))
+                          % (len(y) - int(np.isin(y, seen).sum()), len(y), unknown[:10]))
 
     def _validate_training_data(self, X, y, reset):
         try:

@@ -31,7 +31,7 @@ from ..nn import FullyConnectedSparse, SampledOutput, top_k_scores
 from ._base import BaseSparseNet
 from ._class_output import SampledNet
 from ._context import parse_context
-from ._data import (check_training_batch, existing_libsvm_paths, is_libsvm_source, libsvm_paths,
+from ._data import (check_training_batch, existing_libsvm_paths, is_libsvm_source,
                     padded_csr_batches)
 from ._hyperparams import estimator_init
 from ._multilabel_targets import MultiLabelTargetsMixin
@@ -271,12 +271,12 @@ class SparseMultiLabelClassifier(ClassifierMixin, MultiLabelTargetsMixin, BaseSp
                 return X, labels  # a single-label file: one label a row
             Y = labels_to_indicator(_label_ids(labels, dataset))
         else:
-            source = X
+            source, paths = X, existing_libsvm_paths(X)
             X, Y, zero_based = load_multilabel(
-                existing_libsvm_paths(source), num_features=self._read_width(training, reset),
+                paths, num_features=self._read_width(training, reset),
                 zero_based=getattr(self, "zero_based_", "auto"), allow_empty=True,
                 return_zero_based=True, check_labels=labels_wanted)
-            X = self._settle_read(X, zero_based, source, libsvm_paths(source), training, reset)
+            X = self._settle_read(X, zero_based, source, paths, training, reset)
         if reset or Y is None:
             return X, Y
         return X, [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
