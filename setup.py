@@ -162,7 +162,11 @@ class BuildNative(build_ext):
         # sqrt may set it, a side effect that keeps the optimizer rules' row loops
         # (optim_rows.h) scalar. Without it they vectorise; sqrtps is correctly
         # rounded per lane like sqrtss, so results stay bitwise the same.
-        cxxflags = ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-Wall",
+        # -ffp-contract=off: GCC fuses a * b + c into one FMA (one rounding instead
+        # of two) wherever the target has FMA, as the AVX-512 replay's functions do
+        # (and -march=native builds); the kernels must round like MXNet's, twice.
+        cxxflags = ["-O3", "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno",
+                    "-ffp-contract=off", "-Wall",
                     "-Wno-unused-function",
                     "-I", os.path.join(HERE, ext.source_dir), "-I", os.path.join(HERE, CSRC)]
         cxxflags += shlex.split(os.environ.get("GLUON_SPARSE_CXXFLAGS", ""))

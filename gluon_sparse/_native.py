@@ -106,14 +106,34 @@ def _force_simd_path(path=-1):
     """Force the build the host SIMD kernels take (host_simd.h). For tests only.
 
     Deferred Adam's replay (its full steps and its frozen-row decay) is
-    compiled for baseline x86-64 and for AVX2. 0: the baseline build, 1: the
-    AVX2 build (the baseline on a CPU without AVX2), -1: picked by the CPU
-    (the default). Results must not change.
+    compiled for baseline x86-64 and for AVX2, its full steps also for AVX-512.
+    0: the baseline build, 1: the AVX2 build, 2: the AVX-512 build of the full
+    steps with AVX2 elsewhere (a build the CPU lacks falls back to the next one
+    down), -1: picked by the CPU (the default). Results must not change.
     """
     load_ops()
     lib = ctypes.CDLL(OPS_LIBRARY)  # the instance MXNet loaded (same path)
     lib.gluon_sparse_force_simd_path.argtypes = [ctypes.c_int]
     lib.gluon_sparse_force_simd_path(int(path))
+
+
+def _checked_sqrt_errors(first, vectors):
+    """Run the AVX-512 replay's checked square root (checked_sqrt.h) over float bit patterns.
+
+    Covers ``16 * vectors`` consecutive patterns from ``first`` (wrapping at
+    2^32). Returns ``(wrong, accepted)``: the lanes whose fast root the exact
+    test accepted although it is not bitwise the hardware's (must be 0), and the
+    lanes it accepted; ``None`` on a CPU or build without AVX-512. For tests only.
+    """
+    load_ops()
+    lib = ctypes.CDLL(OPS_LIBRARY)
+    lib.gluon_sparse_checked_sqrt_errors.restype = ctypes.c_int64
+    lib.gluon_sparse_checked_sqrt_errors.argtypes = [ctypes.c_uint32, ctypes.c_int64,
+                                                     ctypes.POINTER(ctypes.c_int64)]
+    accepted = ctypes.c_int64(0)
+    wrong = lib.gluon_sparse_checked_sqrt_errors(int(first) & 0xFFFFFFFF, int(vectors),
+                                                 ctypes.byref(accepted))
+    return None if wrong < 0 else (int(wrong), int(accepted.value))
 
 
 def _decay_geometric(x, b, n, path=-1):

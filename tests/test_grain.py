@@ -107,8 +107,9 @@ def test_eager_adam_serial_equals_parallel(dtype):
 
 
 def _deferred_run(rows, cols, steps, schedule, wd, dtype="float32", eager=False, seed=3,
-                  clip=None):
-    """Train ``rows x cols`` weights for ``steps`` steps on the rows of ``schedule(t)``."""
+                  clip=None, col_scale=1.0):
+    """Train ``rows x cols`` weights for ``steps`` steps on the rows of ``schedule(t)``
+    (gradients standard normal times ``col_scale``, a scalar or one factor a column)."""
     rng = np.random.default_rng(seed)
     init = (rng.standard_normal((rows, cols)) * 0.05).astype(dtype)
     init[0, :3] = [0.0, -0.0, 1e-42 if dtype == "float32" else 0.0]  # zeros and a denormal
@@ -120,7 +121,8 @@ def _deferred_run(rows, cols, steps, schedule, wd, dtype="float32", eager=False,
     for t in range(1, steps + 1):
         idx = schedule(t)
         grad = mx.nd.sparse.row_sparse_array(
-            (rng.standard_normal((len(idx), cols)), idx), shape=(rows, cols), dtype=dtype)
+            (rng.standard_normal((len(idx), cols)) * col_scale, idx), shape=(rows, cols),
+            dtype=dtype)
         lr = 0.01 * math.sqrt(1 - B2 ** t) / (1 - B1 ** t)
         if eager:
             mx.nd.gluon_sparse_adam_update(w, grad, m, v, out=w, lr=lr, wd=wd,
@@ -206,18 +208,30 @@ def _has_avx2():
     return _native._decay_geometric(np.ones(1, np.float32), 0.9, 1, 1) == 1
 
 
-@pytest.mark.parametrize("path", [0, 1])
+def _has_avx512():
+    return _native._checked_sqrt_errors(0, 1) is not None
+
+
+def _skip_without(path):
+    if path == 1 and not _has_avx2():
+        pytest.skip("this CPU has no AVX2")
+    if path == 2 and not _has_avx512():
+        pytest.skip("this CPU (or build) has no AVX-512")
+
+
+@pytest.mark.parametrize("path", [0, 1, 2])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("wd, clip", [(0.0, None), (0.01, 0.5)])
 def test_full_step_replay_builds_equal_eager(path, dtype, wd, clip):
     """Rows back after a few to a few dozen steps (moving weights: full Adam steps) = eager.
 
-    The full-step replay (adam_replay_steps.cc) is built for baseline x86-64
-    and for AVX2; 13 columns cover whole vectors and the scalar tail of both.
+    The full-step replay (adam_replay_steps.cc) is built for baseline x86-64,
+    for AVX2 and, float32 without clipping, for AVX-512; 61 columns cover whole
+    vectors and the scalar tail of each (AVX-512: a pair of 16-lane vectors,
+    one more vector, 13 scalars).
     """
-    if path == 1 and not _has_avx2():
-        pytest.skip("this CPU has no AVX2")
-    rows, cols, steps = 24, 13, 70
+    _skip_without(path)
+    rows, cols, steps = 24, 61, 70
 
     def schedule(t):
         if t <= 2:
@@ -232,7 +246,42 @@ def test_full_step_replay_builds_equal_eager(path, dtype, wd, clip):
         np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
+def test_checked_square_root_is_the_hardware_one_for_every_float():
+    """The AVX-512 replay's square root off the divider (checked_sqrt.h): over all 2^32
+    float32 bit patterns, no lane passes its exact test with a root that is not bitwise
+    sqrtps's, and it passes nearly every lane in its range, [2^-100, 2^124] and +-0."""
+    result = _native._checked_sqrt_errors(0, 1 << 28)
+    if result is None:
+        pytest.skip("this CPU (or build) has no AVX-512")
+    wrong, accepted = result
+    assert wrong == 0
+    # exponent fields 27 (2^-100) to 251 (2^124 alone), and +-0
+    in_range = (251 - 27) * (1 << 23) + 1 + 2
+    assert in_range * (1 - 1e-4) < accepted <= in_range
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.01])
+def test_avx512_replay_with_roots_the_check_rejects_equals_eager(wd):
+    """Columns whose var is 0 (its own root in checked_sqrt.h), denormal or infinite
+    (gradients 1e-20 and 1e25: these fail its test and send their vector to the
+    divider), mixed with ordinary columns in both vectors of each pair: the AVX-512
+    replay stays bitwise eager."""
+    _skip_without(2)
+    rows, cols, steps = 24, 83, 70
+    scale = np.ones(cols)
+    scale[[0, 20, 40]] = 0.0
+    scale[[5, 37]] = 1e-20
+    scale[[50, 70]] = 1e25
+    sparse = _sparse_schedule(rows)
+    _native._force_simd_path(2)
+    got = _deferred_run(rows, cols, steps, sparse, wd, col_scale=scale)
+    want = _deferred_run(rows, cols, steps, sparse, wd, eager=True, col_scale=scale)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(_bits(a), _bits(b))
+
+
 @pytest.mark.parametrize("dtype, cols, simd_path", [("float32", 130, -1), ("float32", 130, 0),
+                                                    ("float32", 130, 2),
                                                     ("float64", 8, -1)])
 def test_long_absences_replay_equals_eager(dtype, cols, simd_path):
     """Rows away for up to 1,400 steps (weights frozen, means through denormals) vs eager."""

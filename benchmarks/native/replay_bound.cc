@@ -16,6 +16,9 @@
  *      every input, timed only)
  *   3  16 lanes, square root, multiplication instead of division
  *   4  16 lanes, neither (v instead of sqrt(v), multiplication)
+ *   5  16 lanes in pairs of vectors, the first with the library's checked
+ *      square root (gluon_sparse/csrc/ops/checked_sqrt.h: from the FMA ports,
+ *      exact), the second with the hardware's: the library's AVX-512 build
  * Prints nanoseconds per element-step, one thread.
  */
 #include <immintrin.h>
@@ -25,6 +28,8 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include "checked_sqrt.h"  // the library's (bench_replay_bound.py passes its -I)
 
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x16 __attribute__((vector_size(64)));
@@ -85,6 +90,31 @@ __attribute__((noinline)) void steps(int cols, float* w, float* m, float* v, con
   }
 }
 
+/*! \brief Variant 5: the library's AVX-512 replay step (adam_replay_steps.cc). */
+__attribute__((noinline)) void steps_checked_pairs(int cols, float* w, float* m, float* v,
+                                                   const Scalars& s, int n) {
+  typedef f32x16 V;
+  const V lr = V{} + s.lr, b1 = V{} + s.b1, b2 = V{} + s.b2, omb1 = V{} + s.omb1,
+          omb2 = V{} + s.omb2, eps = V{} + s.eps, wd = V{} + s.wd;
+  for (int k = 0; k < n; ++k) {
+    for (int j = 0; j < cols; j += 16) {
+      V W, M, VV;
+      std::memcpy(&W, w + j, sizeof(V));
+      std::memcpy(&M, m + j, sizeof(V));
+      std::memcpy(&VV, v + j, sizeof(V));
+      const V g = W * wd;
+      M = b1 * M + omb1 * g;
+      VV = b2 * VV + omb2 * (g * g);
+      const V root = (j / 16) % 2 == 0 ? gluon_sparse::ops::checked_sqrt16(VV)
+                                       : gluon_sparse::ops::sqrt_rn(VV);
+      W = W - (lr * M) / (root + eps);
+      std::memcpy(w + j, &W, sizeof(V));
+      std::memcpy(m + j, &M, sizeof(V));
+      std::memcpy(v + j, &VV, sizeof(V));
+    }
+  }
+}
+
 int main() {
   const int cols = 1024, rows = 2000, n = 20;
   std::vector<float> w(rows * cols), m(rows * cols), v(rows * cols);
@@ -97,9 +127,9 @@ int main() {
   typedef void (*Kernel)(int, float*, float*, float*, const Scalars&, int);
   const Kernel kernels[] = {steps<f32x8, kHardware, true>, steps<f32x16, kHardware, true>,
                             steps<f32x16, kNewton, true>, steps<f32x16, kHardware, false>,
-                            steps<f32x16, kNone, false>};
+                            steps<f32x16, kNone, false>, steps_checked_pairs};
   for (int repeat = 0; repeat < 3; ++repeat) {
-    for (int variant = 0; variant < 5; ++variant) {
+    for (int variant = 0; variant < 6; ++variant) {
       const auto start = std::chrono::steady_clock::now();
       for (int r = 0; r < rows; ++r) {
         kernels[variant](cols, &w[r * cols], &m[r * cols], &v[r * cols], s, n);

@@ -22,8 +22,9 @@
  * (__fmul_rn, ...), which nvcc never contracts into fused multiply-adds: the GPU
  * then computes exactly what the CPU computes, bit for bit, and a replay of
  * skipped steps can be compared bitwise with the eager update.
- * The host build must not contract either: it is compiled without FMA by default
- * (x86-64 baseline); with -march=native results stay within rounding of MXNet's.
+ * The host build must not contract either: setup.py compiles it with
+ * -ffp-contract=off, which keeps every build (the AVX-512 one, -march=native)
+ * bitwise MXNet's.
  */
 #ifndef GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
 #define GLUON_SPARSE_CSRC_OPS_ADAM_KERNELS_H_
@@ -40,6 +41,8 @@
 #include "host_simd.h"  // GS_HOST_AVX2: the AVX2 build of the replay (adam_replay_steps.cc)
 #if GS_HOST_AVX2
 #include <immintrin.h>
+
+#include "checked_sqrt.h"  // the AVX-512 build's 16-lane square roots
 #endif
 
 #include "optim_rule.h"  // GS_HOST_DEVICE and the exact arithmetic, shared with every rule
@@ -117,6 +120,9 @@ __attribute__((always_inline)) inline f32x8 sqrt_rn(f32x8 a) {
 __attribute__((always_inline)) inline f64x4 sqrt_rn(f64x4 a) {
   return (f64x4)__builtin_ia32_sqrtpd256((__v4df)a);
 }
+// 64-byte vectors: only the AVX-512 build of the replay uses them (adam_replay_steps.cc).
+using ops::f32x16;
+using ops::sqrt_rn;
 #pragma GCC diagnostic pop
 #endif
 #endif
@@ -133,20 +139,30 @@ GS_HOST_DEVICE T decay_grad(T weight, const AdamScalars<T>& s) {
   return mul(weight, s.wd);
 }
 
+/*! \brief The correctly rounded square root: sqrt_rn of the lanes' type. */
+struct RoundedSqrt {
+  template <typename T>
+  GS_HOST_DEVICE T operator()(T x) const { return sqrt_rn(x); }
+};
+
 /*!
  * \brief One Adam step of one element, given its (rescaled, not yet clipped) gradient.
  *
  * \tparam kClip whether clip_gradient >= 0; a template parameter so the column
  *         loops that call this stay branch-free and vectorise.
+ * \tparam Root  how the square root is computed; any Root must return the
+ *         correctly rounded root (the AVX-512 replay passes checked_sqrt.h's,
+ *         which takes it off the divider for some vectors).
  */
-template <bool kClip, typename T>
-GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>& s) {
+template <bool kClip, typename T, typename Root = RoundedSqrt>
+GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>& s,
+                          Root root = Root()) {
   if (kClip) g = clip(g, s.clip_gradient);
   const T m = add(mul(s.beta1, *mean), mul(s.one_minus_beta1, g));
   const T v = add(mul(s.beta2, *var), mul(s.one_minus_beta2, mul(g, g)));
   *mean = m;
   *var = v;
-  *weight = sub(*weight, div(mul(s.lr, m), add(sqrt_rn(v), s.epsilon)));
+  *weight = sub(*weight, div(mul(s.lr, m), add(root(v), s.epsilon)));
 }
 
 #if GS_HOST_SIMD
@@ -159,8 +175,8 @@ GS_HOST_DEVICE void apply(T g, T* weight, T* mean, T* var, const AdamScalars<T>&
 // +, -, *, / and sqrtps/sqrtpd are IEEE correctly rounded per lane, so the
 // results stay bitwise equal to the scalar (and CUDA) path, whatever the
 // vector's width (the default: 16 bytes, baseline x86-64; V = f32x8 / f64x4
-// only from AVX2 code, see above). Nothing is contracted into fused
-// multiply-adds: neither the baseline nor AVX2 has FMA instructions.
+// only from AVX2 code, f32x16 only from AVX-512 code, see above). Nothing is
+// contracted into fused multiply-adds (-ffp-contract=off, setup.py).
 template <typename T> struct Simd;
 template <> struct Simd<float> { typedef f32x4 type; };
 template <> struct Simd<double> { typedef f64x2 type; };

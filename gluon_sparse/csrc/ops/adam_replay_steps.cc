@@ -1,22 +1,28 @@
 /*!
- * Deferred Adam's full replay steps, built for baseline x86-64 and for AVX2
- * (see replay_full_steps in adam_deferred_kernels.h).
+ * Deferred Adam's full replay steps, built for baseline x86-64, for AVX2 and,
+ * float32 only, for AVX-512 (see replay_full_steps in adam_deferred_kernels.h).
  *
  * A row that comes back a few dozen steps after its last gradient still has
  * moving weights, so each missed step is a full Adam step: a square root and
- * a division an element, which bound the replay (the divider takes 8 lanes at
- * a time with AVX, 4 with SSE2). One source, adam_kernels.h's row loop over
- * 16-byte vectors for the baseline and 32-byte ones for the AVX2 copy: every
- * lane goes through the same `apply`, the same IEEE operations in the same
- * order and never an FMA (AVX2 has none), so both builds are bitwise equal to
+ * a division an element, which bound the replay (x86 runs both on one
+ * divider, which takes the same lanes a cycle at every vector width). One
+ * source, adam_kernels.h's row loop over 16-byte vectors for the baseline and
+ * 32-byte ones for the AVX2 copy: every lane goes through the same `apply`, the
+ * same IEEE operations in the same order and never a fused multiply-add (the
+ * library is built with -ffp-contract=off), so every build is bitwise equal to
  * the scalar step (tests/test_grain.py forces each).
+ *
+ * The AVX-512 build gives the divider less to do instead of more lanes: in
+ * each pair of 16-lane vectors, one takes its square root from the FMA ports
+ * (checked_sqrt.h: exactly the hardware's root, proven per lane).
  */
-// 32-byte vectors passed between the inlined helpers (adam_kernels.h's row
-// loop instantiated for them): GCC's note about their ABI concerns calls
+// 32- and 64-byte vectors passed between the inlined helpers (adam_kernels.h's
+// row loop instantiated for them): GCC's note about their ABI concerns calls
 // across objects, which never happen here.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "adam_deferred_kernels.h"
 #include "host_simd.h"
@@ -47,6 +53,49 @@ __attribute__((target("avx2"), flatten)) void full_steps_avx2(
   full_steps_in_lanes<T, typename Avx2<T>::type>(cols, weight, mean, var, history, fixed, first,
                                                  last);
 }
+
+/*! \brief checked_sqrt.h's square root as `apply`'s Root: bitwise sqrt_rn's. */
+struct CheckedSqrt16 {
+  GS_INLINE f32x16 operator()(f32x16 v) const { return ops::checked_sqrt16(v); }
+};
+
+/*! \brief One step without gradient or clipping of 16 elements, with `root`. */
+template <typename Root>
+GS_INLINE void step_16_lanes(float* weight, float* mean, float* var,
+                             const AdamScalars<f32x16>& sv, Root root) {
+  f32x16 w = load<f32x16>(weight), m = load<f32x16>(mean), v = load<f32x16>(var);
+  apply<false>(decay_grad(w, sv), &w, &m, &v, sv, root);
+  store(weight, w); store(mean, m); store(var, v);
+}
+
+/*!
+ * \brief full_steps_in_lanes for float32 on AVX-512: 16 lanes a vector, and in
+ *        each pair of vectors the first takes its square root from the FMA ports
+ *        (checked_sqrt.h), the second from the divider, which then has the
+ *        division and half the roots to do instead of all of both. The same
+ *        `apply` as every other build, so bitwise equal to them.
+ */
+__attribute__((target("avx512f"), flatten)) void full_steps_avx512(
+    int64_t cols, float* weight, float* mean, float* var, const StepRecord* history,
+    const FixedScalars& fixed, int64_t first, int64_t last) {
+  for (int64_t s = first; s <= last; ++s) {
+    const AdamScalars<float> scalars = step_scalars<float>(history[s], fixed);
+    if (history[s].clip_gradient >= 0.0f) {
+      update_row_without_grad<true, float, f32x16>(cols, weight, mean, var, scalars);
+      continue;
+    }
+    const AdamScalars<f32x16> sv = broadcast<f32x16>(scalars);
+    int64_t j = 0;
+    for (; j + 32 <= cols; j += 32) {
+      step_16_lanes(weight + j, mean + j, var + j, sv, CheckedSqrt16());
+      step_16_lanes(weight + j + 16, mean + j + 16, var + j + 16, sv, RoundedSqrt());
+    }
+    for (; j + 16 <= cols; j += 16) step_16_lanes(weight + j, mean + j, var + j, sv, RoundedSqrt());
+    for (; j < cols; ++j) {
+      apply<false>(decay_grad(weight[j], scalars), weight + j, mean + j, var + j, scalars);
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -55,6 +104,12 @@ template <typename T>
 void replay_full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
                        const FixedScalars& fixed, int64_t first, int64_t last) {
 #if GS_HOST_AVX2
+  if constexpr (std::is_same<T, float>::value) {
+    if (ops::host_replay_avx512()) {
+      full_steps_avx512(cols, weight, mean, var, history, fixed, first, last);
+      return;
+    }
+  }
   if (ops::host_simd_path() == 1) {
     full_steps_avx2<T>(cols, weight, mean, var, history, fixed, first, last);
     return;

@@ -1,6 +1,7 @@
 /*!
- * Which build of the host SIMD kernels runs: the baseline x86-64 one (SSE2)
- * or the AVX2 one.
+ * Which build of the host SIMD kernels runs: the baseline x86-64 one (SSE2),
+ * the AVX2 one, or, for deferred Adam's full-step replay alone, the AVX-512 one
+ * (checked_sqrt.h: half its square roots off the divider).
  *
  * Kernels whose speed depends on the vector width (geometric_decay.cc, deferred
  * Adam's replay in adam_replay_steps.cc) are compiled twice from one source,
@@ -31,12 +32,22 @@ namespace ops {
 /*! \brief Whether this CPU runs AVX2 and FMA code (false off x86-64 GCC/Clang builds). */
 bool cpu_has_avx2();
 
-/*! \brief The build the kernels take: 0 baseline, 1 AVX2. */
+/*! \brief Whether this CPU runs AVX-512 Foundation code, besides AVX2 and FMA. */
+bool cpu_has_avx512();
+
+/*! \brief The build the kernels take: 0 baseline, 1 AVX2 (also under a forced path 2). */
 int host_simd_path();
 
 /*!
- * \brief Test hook: force the baseline (0) or AVX2 (1) build, or pick by CPU
- *        (-1); AVX2 on a CPU without it is the baseline.
+ * \brief Whether deferred Adam's full-step replay takes its AVX-512 build: by
+ *        default where the CPU has AVX-512F, or when the test knob forces path 2.
+ */
+bool host_replay_avx512();
+
+/*!
+ * \brief Test hook: force the baseline (0), AVX2 (1) or AVX-512 replay (2, with
+ *        AVX2 for every other kernel) build, or pick by CPU (-1). A build the CPU
+ *        lacks falls back to the next one down.
  */
 void force_host_simd_path(int path);
 
