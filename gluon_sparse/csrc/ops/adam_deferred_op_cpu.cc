@@ -63,11 +63,11 @@ bool update_cpu_typed(const Params& p, const Args& a) {
                         a.last_step[row], p.step - 1, hints);
     }
     if (clip) {
-      ga::update_row_with_grad<true>(a.cols, weight + offset, mean + offset, var + offset,
-                                     grad + k * a.cols, s);
+      gd::update_row_with_grad_simd<true>(a.cols, weight + offset, mean + offset, var + offset,
+                                          grad + k * a.cols, s);
     } else {
-      ga::update_row_with_grad<false>(a.cols, weight + offset, mean + offset, var + offset,
-                                      grad + k * a.cols, s);
+      gd::update_row_with_grad_simd<false>(a.cols, weight + offset, mean + offset, var + offset,
+                                           grad + k * a.cols, s);
     }
     a.last_step[row] = p.step;
   });

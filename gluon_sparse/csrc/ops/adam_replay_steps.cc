@@ -1,6 +1,8 @@
 /*!
  * Deferred Adam's full replay steps, built for baseline x86-64, for AVX2 and,
- * float32 only, for AVX-512 (see replay_full_steps in adam_deferred_kernels.h).
+ * float32 only, for AVX-512, and its update of the gradient's rows, built for
+ * baseline x86-64 and AVX2 (see replay_full_steps and update_row_with_grad_simd
+ * in adam_deferred_kernels.h).
  *
  * A row that comes back a few dozen steps after its last gradient still has
  * moving weights, so each missed step is a full Adam step: a square root and
@@ -46,6 +48,12 @@ template <> struct Avx2<double> { typedef f64x4 type; };
 
 // `flatten` inlines everything the loop calls (apply, the AVX square root)
 // into this AVX2 function (GS_HOST_AVX2: optimising GCC builds).
+template <bool kClip, typename T>
+__attribute__((target("avx2"), flatten)) void update_with_grad_avx2(
+    int64_t cols, T* weight, T* mean, T* var, const T* grad, const AdamScalars<T>& s) {
+  update_row_with_grad<kClip, T, typename Avx2<T>::type>(cols, weight, mean, var, grad, s);
+}
+
 template <typename T>
 __attribute__((target("avx2"), flatten)) void full_steps_avx2(
     int64_t cols, T* weight, T* mean, T* var, const StepRecord* history,
@@ -117,6 +125,27 @@ void replay_full_steps(int64_t cols, T* weight, T* mean, T* var, const StepRecor
 #endif
   full_steps_in_lanes<T, BaselineLanes<T>>(cols, weight, mean, var, history, fixed, first, last);
 }
+
+template <bool kClip, typename T>
+void update_row_with_grad_simd(int64_t cols, T* weight, T* mean, T* var, const T* grad,
+                               const AdamScalars<T>& s) {
+#if GS_HOST_AVX2
+  if (ops::host_simd_path() == 1) {
+    update_with_grad_avx2<kClip, T>(cols, weight, mean, var, grad, s);
+    return;
+  }
+#endif
+  update_row_with_grad<kClip, T, BaselineLanes<T>>(cols, weight, mean, var, grad, s);
+}
+
+#define GS_UPDATE_WITH_GRAD(kClip, T)                                                       \
+  template void update_row_with_grad_simd<kClip, T>(int64_t, T*, T*, T*, const T*,          \
+                                                    const AdamScalars<T>&);
+GS_UPDATE_WITH_GRAD(false, float)
+GS_UPDATE_WITH_GRAD(true, float)
+GS_UPDATE_WITH_GRAD(false, double)
+GS_UPDATE_WITH_GRAD(true, double)
+#undef GS_UPDATE_WITH_GRAD
 
 template void replay_full_steps<float>(int64_t, float*, float*, float*, const StepRecord*,
                                        const FixedScalars&, int64_t, int64_t);
