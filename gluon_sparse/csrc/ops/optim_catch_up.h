@@ -46,8 +46,11 @@ void catch_up_rows(const DeferredView& v, int64_t count, RowOf row_of, int64_t s
   T* weight = static_cast<T*>(v.weight);
   const StatePtrs<T> states = state_ptrs<T>(v, Rule::kNumStates);
   const int64_t cols = v.cols;
+  // Counted on one thread, so only until it is enough for the largest team
+  // (deferred_registry.cc's Adam catch-up says what a full scan cost).
   int64_t work = 0;
-  for (int64_t i = 0; i < count; ++i) {
+  const int64_t enough = grain() * omp_threads();
+  for (int64_t i = 0; i < count && work < enough; ++i) {
     const int64_t row = row_of(i);
     const int64_t from = v.last_step[row];
     if (from >= step) continue;
