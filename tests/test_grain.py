@@ -261,7 +261,7 @@ def test_checked_square_root_is_the_hardware_one_for_every_float():
 
 
 @pytest.mark.parametrize("wd", [0.0, 0.01])
-def test_avx512_replay_with_roots_the_check_rejects_equals_eager(wd):
+def test_avx512_replay_with_zero_denormal_and_infinite_var_equals_eager(wd):
     """Columns whose var is 0 (its own root in checked_sqrt.h), denormal or infinite
     (gradients 1e-20 and 1e25: these fail its test and send their vector to the
     divider), mixed with ordinary columns in both vectors of each pair: the AVX-512
