@@ -66,7 +66,8 @@ template <Root R> __attribute__((always_inline)) inline f32x16 root(f32x16 a) {
 
 struct Scalars { float lr, b1, b2, omb1, omb2, eps, wd; };
 
-template <typename V, Root R, bool kDivide>
+// kPairs: the library's AVX-512 build (variant 5), its checked root in one vector of two.
+template <typename V, Root R, bool kDivide, bool kPairs = false>
 __attribute__((noinline)) void steps(int cols, float* w, float* m, float* v, const Scalars& s,
                                      int n) {
   constexpr int kLanes = sizeof(V) / sizeof(float);
@@ -81,33 +82,14 @@ __attribute__((noinline)) void steps(int cols, float* w, float* m, float* v, con
       const V g = W * wd;
       M = b1 * M + omb1 * g;
       VV = b2 * VV + omb2 * (g * g);
-      const V denominator = root<R>(VV) + eps;
+      V r;
+      if constexpr (kPairs) {
+        r = (j / kLanes) % 2 == 0 ? gluon_sparse::ops::checked_sqrt16(VV) : root<R>(VV);
+      } else {
+        r = root<R>(VV);
+      }
+      const V denominator = r + eps;
       W = kDivide ? W - (lr * M) / denominator : W - (lr * M) * denominator;
-      std::memcpy(w + j, &W, sizeof(V));
-      std::memcpy(m + j, &M, sizeof(V));
-      std::memcpy(v + j, &VV, sizeof(V));
-    }
-  }
-}
-
-/*! \brief Variant 5: the library's AVX-512 replay step (adam_replay_steps.cc). */
-__attribute__((noinline)) void steps_checked_pairs(int cols, float* w, float* m, float* v,
-                                                   const Scalars& s, int n) {
-  typedef f32x16 V;
-  const V lr = V{} + s.lr, b1 = V{} + s.b1, b2 = V{} + s.b2, omb1 = V{} + s.omb1,
-          omb2 = V{} + s.omb2, eps = V{} + s.eps, wd = V{} + s.wd;
-  for (int k = 0; k < n; ++k) {
-    for (int j = 0; j < cols; j += 16) {
-      V W, M, VV;
-      std::memcpy(&W, w + j, sizeof(V));
-      std::memcpy(&M, m + j, sizeof(V));
-      std::memcpy(&VV, v + j, sizeof(V));
-      const V g = W * wd;
-      M = b1 * M + omb1 * g;
-      VV = b2 * VV + omb2 * (g * g);
-      const V root = (j / 16) % 2 == 0 ? gluon_sparse::ops::checked_sqrt16(VV)
-                                       : gluon_sparse::ops::sqrt_rn(VV);
-      W = W - (lr * M) / (root + eps);
       std::memcpy(w + j, &W, sizeof(V));
       std::memcpy(m + j, &M, sizeof(V));
       std::memcpy(v + j, &VV, sizeof(V));
@@ -127,7 +109,7 @@ int main() {
   typedef void (*Kernel)(int, float*, float*, float*, const Scalars&, int);
   const Kernel kernels[] = {steps<f32x8, kHardware, true>, steps<f32x16, kHardware, true>,
                             steps<f32x16, kNewton, true>, steps<f32x16, kHardware, false>,
-                            steps<f32x16, kNone, false>, steps_checked_pairs};
+                            steps<f32x16, kNone, false>, steps<f32x16, kHardware, true, true>};
   for (int repeat = 0; repeat < 3; ++repeat) {
     for (int variant = 0; variant < 6; ++variant) {
       const auto start = std::chrono::steady_clock::now();
