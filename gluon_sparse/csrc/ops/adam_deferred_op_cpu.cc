@@ -111,9 +111,7 @@ MXReturnValue compute_cpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
       !collect_args(kUpdateName, kUpdateLayout, *inputs, *outputs, p.step, &a)) {
     return MX_FAIL;
   }
-  // catch_up_if_read: rows behind are caught up only where a product operator read
-  // the weight (deferred_registry.h, read_by_product).
-  p.catch_up = p.catch_up && (!p.catch_up_if_read || read_by_product(a.weight));
+  p.catch_up = catches_up(a.weight, p.catch_up, p.catch_up_if_read);
   const int64_t bad = adam::first_invalid_index(a.indices, a.nnz, a.num_rows);
   if (bad < a.nnz) {
     GS_ERROR_MSG << kUpdateName << ": "

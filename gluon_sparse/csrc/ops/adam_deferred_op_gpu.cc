@@ -98,9 +98,7 @@ MXReturnValue compute_gpu(const ops::Attrs& attrs, std::vector<MXTensor>* inputs
       !collect_args(kUpdateName, kUpdateLayout, *inputs, *outputs, p.step, &a)) {
     return MX_FAIL;
   }
-  // catch_up_if_read: rows behind are caught up only where a product operator read
-  // the weight (deferred_registry.h, read_by_product).
-  p.catch_up = p.catch_up && (!p.catch_up_if_read || read_by_product(a.weight));
+  p.catch_up = catches_up(a.weight, p.catch_up, p.catch_up_if_read);
   void* stream = res.get_cuda_stream();
   const bool ok = ops::with_float_type(a.dtype, [&](auto zero) {
     return update_gpu_typed<decltype(zero)>(p, a, res, stream);

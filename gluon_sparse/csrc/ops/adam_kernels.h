@@ -120,9 +120,9 @@ __attribute__((always_inline)) inline f32x8 sqrt_rn(f32x8 a) {
 __attribute__((always_inline)) inline f64x4 sqrt_rn(f64x4 a) {
   return (f64x4)__builtin_ia32_sqrtpd256((__v4df)a);
 }
-// 64-byte vectors: only the AVX-512 build of the replay uses them (adam_replay_steps.cc).
+// 64-byte vectors (checked_sqrt.h, with their sqrt_rn): only the AVX-512 build of the
+// replay uses them (adam_replay_steps.cc).
 using ops::f32x16;
-using ops::sqrt_rn;
 #pragma GCC diagnostic pop
 #endif
 #endif

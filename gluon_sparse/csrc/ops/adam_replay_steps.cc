@@ -98,10 +98,9 @@ __attribute__((target("avx512f"), flatten)) void full_steps_avx512(
       step_16_lanes(weight + j, mean + j, var + j, sv, CheckedSqrt16());
       step_16_lanes(weight + j + 16, mean + j + 16, var + j + 16, sv, RoundedSqrt());
     }
-    for (; j + 16 <= cols; j += 16) step_16_lanes(weight + j, mean + j, var + j, sv, RoundedSqrt());
-    for (; j < cols; ++j) {
-      apply<false>(decay_grad(weight[j], scalars), weight + j, mean + j, var + j, scalars);
-    }
+    // The rest (one 16-lane vector at most, then scalars) on the divider alone.
+    update_row_without_grad<false, float, f32x16>(cols - j, weight + j, mean + j, var + j,
+                                                  scalars);
   }
 }
 #endif

@@ -139,7 +139,7 @@ void catch_up_cpu(Entry* e, const std::vector<int64_t>& rows, T* weight) {
   // state (8 KB at 1,024 columns, from memory) took 3.6 ms of the forum
   // network's step at step 50 and 19 ms in its first 20 steps.
   int64_t work = 0;
-  const int64_t enough = gluon_sparse::grain() * gluon_sparse::omp_threads();
+  const int64_t enough = gluon_sparse::work_for_largest_team();
   for (int64_t i = 0; i < count && work < enough; ++i) {
     const int64_t row = rows[i];
     if (i + kRowsAhead < count) prefetch_row(mean + rows[i + kRowsAhead] * cols, 1);

@@ -80,6 +80,16 @@ void set_step(const void* weight, int64_t step);
  */
 bool read_by_product(const void* weight);
 
+/*!
+ * \brief Whether a deferred update catches up its gradient rows that are behind:
+ *        with `catch_up`, and with `catch_up_if_read` too only where
+ *        read_by_product(weight) (above). Every deferred update operator, Adam's
+ *        and the rules', CPU and GPU, asks this.
+ */
+inline bool catches_up(const void* weight, bool catch_up, bool catch_up_if_read) {
+  return catch_up && (!catch_up_if_read || read_by_product(weight));
+}
+
 }  // namespace deferred
 }  // namespace gluon_sparse
 

@@ -65,6 +65,12 @@ int64_t grain();
 int team_size(int64_t work, int64_t items);
 
 /*!
+ * \brief The work from which team_size() gives its largest team (grain() x
+ *        omp_threads()): a count of work done only to size a team may stop there.
+ */
+inline int64_t work_for_largest_team() { return grain() * omp_threads(); }
+
+/*!
  * \brief Call body(begin, end) on contiguous blocks of [0, n), one per thread
  *        of a team of `team` (serially, with no other thread, when team <= 1
  *        or when the worker pool is taken: worker_pool.h).

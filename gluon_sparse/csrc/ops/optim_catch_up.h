@@ -49,7 +49,7 @@ void catch_up_rows(const DeferredView& v, int64_t count, RowOf row_of, int64_t s
   // Counted on one thread, so only until it is enough for the largest team
   // (deferred_registry.cc's Adam catch-up says what a full scan cost).
   int64_t work = 0;
-  const int64_t enough = grain() * omp_threads();
+  const int64_t enough = work_for_largest_team();
   for (int64_t i = 0; i < count && work < enough; ++i) {
     const int64_t row = row_of(i);
     const int64_t from = v.last_step[row];

@@ -141,9 +141,7 @@ struct GpuOps {
         !collect_args(kInfo, OpKind::kDeferredUpdate, p, *inputs, *outputs, &a)) {
       return mxnet::ext::MX_FAIL;
     }
-    // catch_up_if_read: rows behind are caught up only where a product operator read
-    // the weight (deferred_registry.h, read_by_product).
-    p.catch_up = p.catch_up && (!p.catch_up_if_read || deferred::read_by_product(a.weight));
+    p.catch_up = deferred::catches_up(a.weight, p.catch_up, p.catch_up_if_read);
     void* stream = res.get_cuda_stream();
     const bool ok = ops::with_float_type(a.dtype, [&](auto zero) {
       return optim::deferred_update_gpu<Rule, decltype(zero)>(kInfo, p, a, res, stream);
